@@ -1,0 +1,92 @@
+/**
+ * The lazy graph IR: a Node is one recorded op application (or a source buffer). Nodes are
+ * immutable except for `realized`, the buffer cached once the node has been computed, so shared
+ * subgraphs are computed once across evals; a realized node drops its inputs (they are no
+ * longer needed to produce it, and keeping them would keep every intermediate alive).
+ */
+import type { DType } from "../tensor/dtype.ts";
+import { fmtShape } from "../tensor/errors.ts";
+import type { TensorData } from "../tensor/storage.ts";
+import type { OpDef } from "./op.ts";
+
+let nextId = 0;
+
+export class Node {
+  readonly id = nextId++;
+  inputs: readonly Node[];
+  realized: TensorData | null;
+
+  constructor(
+    readonly op: OpDef | null,
+    inputs: readonly Node[],
+    readonly attrs: unknown,
+    readonly shape: readonly number[],
+    readonly dtype: DType,
+    realized: TensorData | null = null,
+  ) {
+    this.inputs = inputs;
+    this.realized = realized;
+  }
+
+  /** A node holding an existing buffer (a constant, a parameter, an eager tensor's data). */
+  static source(data: TensorData): Node {
+    return new Node(null, [], null, data.shape, data.dtype, data);
+  }
+
+  get label(): string {
+    if (!this.op) return this.realized && this.shape.length === 0 && this.realized.data.length > 0 ? `const ${this.realized.data[this.realized.offset]}` : "input";
+    const d = this.op.describe?.(this.attrs as never);
+    return d ? `${this.op.name}(${d})` : this.op.name;
+  }
+}
+
+/** Unrealized nodes needed for `roots`, inputs before users (iterative: graphs can be deep). */
+export function pendingOrder(roots: readonly Node[]): Node[] {
+  const order: Node[] = [];
+  const seen = new Set<Node>();
+  const stack: [Node, number][] = [];
+  for (const r of roots) {
+    if (r.realized || seen.has(r)) continue;
+    seen.add(r);
+    stack.push([r, 0]);
+    while (stack.length) {
+      const top = stack[stack.length - 1]!;
+      const [n, i] = top;
+      if (i < n.inputs.length) {
+        top[1]++;
+        const c = n.inputs[i]!;
+        if (!c.realized && !seen.has(c)) {
+          seen.add(c);
+          stack.push([c, 0]);
+        }
+      } else {
+        stack.pop();
+        order.push(n);
+      }
+    }
+  }
+  return order;
+}
+
+/**
+ * Graphviz DOT of the graph below `roots`: one box per node with its op, attrs, shape and dtype;
+ * realized nodes are drawn as sources.
+ */
+export function toDot(roots: readonly Node[], name = "loom"): string {
+  const lines = [`digraph ${name} {`, "  rankdir=TB;", '  node [shape=box, fontname="monospace"];'];
+  const seen = new Set<Node>();
+  const stack = [...roots];
+  while (stack.length) {
+    const n = stack.pop()!;
+    if (seen.has(n)) continue;
+    seen.add(n);
+    const style = n.op ? "" : ", style=filled, fillcolor=lightgrey";
+    lines.push(`  n${n.id} [label="${n.label}\\n${fmtShape(n.shape)} ${n.dtype}"${style}];`);
+    for (const c of n.inputs) {
+      lines.push(`  n${c.id} -> n${n.id};`);
+      stack.push(c);
+    }
+  }
+  lines.push("}");
+  return lines.join("\n");
+}

@@ -1,0 +1,18 @@
+/**
+ * Loom: a PyTorch-like tensor framework for Bun. `import * as loom from "loom"`.
+ */
+export { Tensor } from "./lazy/tensor.ts";
+export { LazyTensor, realizeAll } from "./lazy/lazy_tensor.ts";
+export { TensorOps, type Scalar, type NestedList } from "./lazy/surface.ts";
+export * from "./lazy/creation.ts";
+export * from "./lazy/functional.ts";
+export { slice, type IndexItem, type Slice } from "./lazy/indexing.ts";
+export { gradcheck, type GradcheckOptions, type GradcheckFailure } from "./lazy/gradcheck.ts";
+export * as autograd from "./lazy/autograd_api.ts";
+export { no_grad, enable_grad, is_grad_enabled, set_grad_enabled } from "./autograd/grad_mode.ts";
+export { manual_seed, Generator, default_generator } from "./tensor/rng.ts";
+export { promoteTypes as promote_types, type DType } from "./tensor/dtype.ts";
+export * from "./tensor/errors.ts";
+export { realizeStats } from "./scheduler/realize.ts";
+export { OPS, type OpName } from "./graph/registry.ts";
+export * as io from "./io/index.ts";

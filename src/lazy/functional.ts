@@ -1,0 +1,249 @@
+/**
+ * Functional ops (torch / torch.nn.functional names), generic over Tensor and LazyTensor.
+ * Each is a composite of primitives; the composite is the reference a fused kernel must match.
+ */
+import { OPS } from "../graph/registry.ts";
+import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
+import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
+import { normalizeDim, shapesEqual } from "../tensor/shape.ts";
+import { fromValues } from "../tensor/storage.ts";
+import { default_generator } from "../tensor/rng.ts";
+import type { Scalar, TensorOps } from "./surface.ts";
+
+
+/** torch.where(condition, input, other); input/other may be scalars (not both). */
+export function where<S extends TensorOps<S>>(condition: S, input: S | Scalar, other: S | Scalar): S {
+  if (typeof input === "object") return input.where(condition, other);
+  if (typeof other !== "object") throw new LoomValueError("[where] at least one of input/other must be a tensor");
+  const x = other._constant(fromValues(promoteWithScalar(other.dtype, input), [], [Number(input)]));
+  return x.where(condition, other);
+}
+
+/** torch.cat: concatenate along `dim`; sizes must match elsewhere. */
+export function cat<S extends TensorOps<S>>(tensors: readonly S[], dim = 0): S {
+  if (tensors.length === 0) throw new LoomValueError("[cat] expected a non-empty list of tensors");
+  const d = normalizeDim("cat", dim, tensors[0]!.ndim);
+  return tensors[0]!._apply(OPS.cat, tensors.slice(1), { dim: d });
+}
+
+/** torch.stack: join equal-shaped tensors along a new dim. */
+export function stack<S extends TensorOps<S>>(tensors: readonly S[], dim = 0): S {
+  if (tensors.length === 0) throw new LoomValueError("[stack] expects a non-empty list of tensors");
+  const s0 = tensors[0]!.shape;
+  tensors.forEach((t, i) => {
+    if (!shapesEqual(t.shape, s0)) throw new LoomShapeError(`[stack] expects each tensor to be equal size, but got ${fmtShape(s0)} at entry 0 and ${fmtShape(t.shape)} at entry ${i}`);
+  });
+  const d = normalizeDim("stack", dim, s0.length + 1);
+  return cat(tensors.map((t) => t.unsqueeze(d)), d);
+}
+
+export function matmul<S extends TensorOps<S>>(a: S, b: S): S { return a.matmul(b); }
+export function relu<S extends TensorOps<S>>(x: S): S { return x.relu(); }
+export function sigmoid<S extends TensorOps<S>>(x: S): S { return x.sigmoid(); }
+export function tanh<S extends TensorOps<S>>(x: S): S { return x.tanh(); }
+export function silu<S extends TensorOps<S>>(x: S): S { return x.silu(); }
+export function gelu<S extends TensorOps<S>>(x: S, approximate: "none" | "tanh" = "none"): S { return x.gelu(approximate); }
+export function softmax<S extends TensorOps<S>>(x: S, dim: number): S { return x.softmax(dim); }
+export function log_softmax<S extends TensorOps<S>>(x: S, dim: number): S { return x.log_softmax(dim); }
+export function tril<S extends TensorOps<S>>(x: S, diagonal = 0): S { return x.tril(diagonal); }
+export function triu<S extends TensorOps<S>>(x: S, diagonal = 0): S { return x.triu(diagonal); }
+
+/**
+ * y = x Wᵀ + b (torch.nn.functional.linear).
+ * @param x - [..., in]; weight - [out, in]; bias - [out]
+ * @returns [..., out]
+ */
+export function linear<S extends TensorOps<S>>(x: S, weight: S, bias?: S | null): S {
+  const y = x.matmul(weight.t());
+  return bias ? y.add(bias) : y;
+}
+
+function normDims(op: string, x: TensorOps<any>, normalized_shape: readonly number[]): number[] {
+  const n = normalized_shape.length;
+  if (n === 0 || !shapesEqual(x.shape.slice(x.ndim - n), normalized_shape)) {
+    throw new LoomShapeError(`[${op}] given normalized_shape=${fmtShape(normalized_shape)}, expected input with shape [*, ${normalized_shape.join(", ")}], but got input of size ${fmtShape(x.shape)}`);
+  }
+  return normalized_shape.map((_, i) => x.ndim - n + i);
+}
+
+/**
+ * Layer normalization over the last dims: (x - E[x]) / sqrt(Var[x] + eps) · weight + bias,
+ * with the biased variance. Source: Ba et al. 2016; torch.nn.functional.layer_norm.
+ * @param x - [*, ...normalized_shape]; weight, bias - normalized_shape
+ * @param eps - added to the variance (absolute)
+ */
+export function layer_norm<S extends TensorOps<S>>(x: S, normalized_shape: readonly number[], weight?: S | null, bias?: S | null, eps = 1e-5): S {
+  const dims = normDims("layer_norm", x, normalized_shape);
+  const d = x.sub(x.mean(dims, true));
+  let y = d.mul(d.mul(d).mean(dims, true).add(eps).rsqrt());
+  if (weight) y = y.mul(weight);
+  if (bias) y = y.add(bias);
+  return y;
+}
+
+const FINFO_EPS: Partial<Record<DType, number>> = {
+  float32: 1.1920928955078125e-7, float64: 2.220446049250313e-16, float16: 0.0009765625, bfloat16: 0.0078125,
+};
+
+/**
+ * RMS normalization: x · rsqrt(mean(x², last dims) + eps) · weight.
+ * Source: Zhang & Sennrich 2019; torch.nn.functional.rms_norm (eps defaults to finfo(dtype).eps).
+ */
+export function rms_norm<S extends TensorOps<S>>(x: S, normalized_shape: readonly number[], weight?: S | null, eps?: number | null): S {
+  const dims = normDims("rms_norm", x, normalized_shape);
+  const e = eps ?? FINFO_EPS[x.dtype] ?? 1.1920928955078125e-7;
+  const y = x.mul(x.mul(x).mean(dims, true).add(e).rsqrt());
+  return weight ? y.mul(weight) : y;
+}
+
+/**
+ * Rows of `weight` picked by integer `input` (torch.nn.functional.embedding).
+ * @param input - int [*]; weight - [num_embeddings, D]
+ * @returns [*, D]; rows at `padding_idx` get no gradient
+ */
+export function embedding<S extends TensorOps<S>>(input: S, weight: S, padding_idx?: number | null): S {
+  if (input.dtype !== "int64" && input.dtype !== "int32") throw new LoomDtypeError(`[embedding] expected indices of dtype int64 or int32, got ${input.dtype}`);
+  if (weight.ndim !== 2) throw new LoomShapeError(`[embedding] weight must be 2-D, got ${fmtShape(weight.shape)}`);
+  let out = weight.index_select(0, input.flatten()).reshape([...input.shape, weight.shape[1]!]);
+  if (padding_idx !== undefined && padding_idx !== null) {
+    const p = padding_idx < 0 ? padding_idx + weight.shape[0]! : padding_idx;
+    // same values, but the padding rows' values come from a detached copy: no gradient to them
+    out = out.where(input.ne(p).unsqueeze(-1), out.detach());
+  }
+  return out;
+}
+
+export interface CrossEntropyOptions<S> {
+  weight?: S | null;
+  ignore_index?: number;
+  reduction?: "mean" | "sum" | "none";
+  label_smoothing?: number;
+}
+
+/**
+ * Cross entropy between logits and class indices (or class probabilities), as
+ * torch.nn.functional.cross_entropy.
+ * @param input - [N, C], [N, C, d1, ...] or [C] logits, floating
+ * @param target - int [N] / [N, d1, ...] / [] class indices, or probabilities shaped like input
+ * @returns 0-d for "mean"/"sum"; per-element loss for "none"
+ * @throws LoomShapeError when target does not match input without its class dim
+ */
+export function cross_entropy<S extends TensorOps<S>>(input: S, target: S, opts: CrossEntropyOptions<S> = {}): S {
+  const { weight = null, ignore_index = -100, reduction = "mean", label_smoothing = 0 } = opts;
+  const cdim = input.ndim === 1 ? 0 : 1;
+  const C = input.shape[cdim]!;
+  const logp = input.log_softmax(cdim);
+  // per-class weights broadcast along the class dim
+  const wview = weight ? weight.reshape([C, ...Array(Math.max(0, input.ndim - cdim - 1)).fill(1)]) : null;
+  if (target.is_floating_point()) {
+    if (!shapesEqual(target.shape, input.shape)) throw new LoomShapeError(`[cross_entropy] probability target ${fmtShape(target.shape)} must match input ${fmtShape(input.shape)}`);
+    let t = label_smoothing > 0 ? target.mul(1 - label_smoothing).add(label_smoothing / C) : target;
+    if (wview) t = t.mul(wview);
+    const loss = logp.mul(t).sum(cdim).neg();
+    if (reduction === "none") return loss;
+    return reduction === "sum" ? loss.sum() : loss.sum().div(loss.numel());
+  }
+  const want = input.shape.filter((_, i) => i !== cdim);
+  if (!shapesEqual(target.shape, want)) {
+    throw new LoomShapeError(`[cross_entropy] expected target of shape ${fmtShape(want)} for input ${fmtShape(input.shape)}, got ${fmtShape(target.shape)}`);
+  }
+  const valid = target.ne(ignore_index);
+  const safe = target.where(valid, 0).to("int64");
+  const nll = logp.gather(cdim, safe.unsqueeze(cdim)).squeeze(cdim).neg();
+  let w = valid.to(input.dtype);
+  if (weight) w = w.mul(weight.index_select(0, safe.flatten()).reshape(safe.shape as number[]));
+  let loss = nll.mul(w);
+  let smooth: S | null = null;
+  if (label_smoothing > 0) {
+    const s = (wview ? logp.mul(wview) : logp).sum(cdim).neg().mul(valid.to(input.dtype));
+    smooth = s;
+  }
+  if (reduction === "none") {
+    return smooth ? loss.mul(1 - label_smoothing).add(smooth.mul(label_smoothing / C)) : loss;
+  }
+  const denom = reduction === "mean" ? w.sum() : null;
+  let r = denom ? loss.sum().div(denom) : loss.sum();
+  if (smooth) {
+    const sr = denom ? smooth.sum().div(denom) : smooth.sum();
+    r = r.mul(1 - label_smoothing).add(sr.mul(label_smoothing / C));
+  }
+  void loss;
+  loss = r;
+  return loss;
+}
+
+/** Mean squared error (torch.nn.functional.mse_loss). */
+export function mse_loss<S extends TensorOps<S>>(input: S, target: S, reduction: "mean" | "sum" | "none" = "mean"): S {
+  const d = input.sub(target);
+  const l = d.mul(d);
+  return reduction === "none" ? l : reduction === "sum" ? l.sum() : l.mean();
+}
+
+/**
+ * Zero elements with probability p and scale the rest by 1/(1-p) when training
+ * (Srivastava et al. 2014; torch.nn.functional.dropout).
+ */
+export function dropout<S extends TensorOps<S>>(x: S, p = 0.5, training = true): S {
+  if (p < 0 || p > 1) throw new LoomValueError(`[dropout] probability has to be between 0 and 1, but got ${p}`);
+  if (!training || p === 0) return x;
+  if (p === 1) return x.mul(0);
+  const n = x.numel();
+  const keep = new Array<number>(n);
+  for (let i = 0; i < n; i++) keep[i] = default_generator.uniform() >= p ? 1 / (1 - p) : 0;
+  return x.mul(x._constant(fromValues(x.dtype, x.shape, keep)));
+}
+
+export interface SDPAOptions<S> {
+  attn_mask?: S | null;
+  dropout_p?: number;
+  is_causal?: boolean;
+  scale?: number | null;
+}
+
+/**
+ * Scaled dot-product attention: softmax(q kᵀ · scale + mask) v.
+ * @param q - [..., L, E]; k - [..., S, E]; v - [..., S, Ev]
+ * @param opts.attn_mask - bool (true = attend) or additive float, broadcastable to [..., L, S]
+ * @param opts.is_causal - mask out keys after the query position (top-left aligned tril)
+ * @returns [..., L, Ev], dtype of q
+ * @throws LoomShapeError if E differs between q and k, or S between k and v
+ * Source: Vaswani et al. 2017; torch.nn.functional.scaled_dot_product_attention
+ */
+export function scaled_dot_product_attention<S extends TensorOps<S>>(q: S, k: S, v: S, opts: SDPAOptions<S> = {}): S {
+  const { attn_mask = null, dropout_p = 0, is_causal = false, scale = null } = opts;
+  const E = q.shape[q.ndim - 1]!;
+  if (k.shape[k.ndim - 1] !== E) throw new LoomShapeError(`[scaled_dot_product_attention] q ${fmtShape(q.shape)} and k ${fmtShape(k.shape)} must have the same last dim`);
+  if (k.shape[k.ndim - 2] !== v.shape[v.ndim - 2]) throw new LoomShapeError(`[scaled_dot_product_attention] k ${fmtShape(k.shape)} and v ${fmtShape(v.shape)} must have the same sequence length`);
+  if (is_causal && attn_mask) throw new LoomValueError("[scaled_dot_product_attention] explicit attn_mask should not be set when is_causal=true");
+  const L = q.shape[q.ndim - 2]!, Sk = k.shape[k.ndim - 2]!;
+  let att = q.matmul(k.transpose(-2, -1)).mul(scale ?? 1 / Math.sqrt(E)); // [..., L, S]
+  if (is_causal) {
+    const m = Array.from({ length: L * Sk }, (_, i) => (i % Sk <= Math.floor(i / Sk) ? 1 : 0));
+    att = att.masked_fill(q._constant(fromValues("bool", [L, Sk], m)).logical_not(), -Infinity);
+  } else if (attn_mask) {
+    att = attn_mask.dtype === "bool" ? att.masked_fill(attn_mask.logical_not(), -Infinity) : att.add(attn_mask);
+  }
+  att = att.softmax(-1);
+  if (dropout_p > 0) att = dropout(att, dropout_p, true);
+  return att.matmul(v);
+}
+
+/**
+ * One-hot encoding (torch.nn.functional.one_hot): int64 [..., num_classes].
+ * num_classes -1 infers max + 1 (this reads the values, so a lazy input is realized).
+ */
+export function one_hot<S extends TensorOps<S>>(x: S, num_classes = -1): S {
+  if (x.dtype !== "int64" && x.dtype !== "int32") throw new LoomDtypeError(`[one_hot] is only applicable to index tensors, got ${x.dtype}`);
+  let C = num_classes;
+  if (C === -1 || !x.isLazy) {
+    const vals = x.dataSync();
+    const mx = vals.reduce((m, v) => Math.max(m, v), -1);
+    const mn = vals.reduce((m, v) => Math.min(m, v), 0);
+    if (mn < 0) throw new LoomValueError("[one_hot] class values must be non-negative");
+    if (C === -1) C = mx + 1;
+    else if (mx >= C) throw new LoomValueError(`[one_hot] class values must be smaller than num_classes (${C}), got ${mx}`);
+  }
+  const classes = x._constant(fromValues("int64", [C], Array.from({ length: C }, (_, i) => i)));
+  return x.unsqueeze(-1).eq(classes).to("int64");
+}
+

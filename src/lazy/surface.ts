@@ -1,0 +1,664 @@
+/**
+ * The tensor method surface, written once. `TensorOps<Self>` implements every public method over
+ * one abstract `_make(op, inputs, attrs, shape, dtype)`: `Tensor` runs the op now, `LazyTensor`
+ * records a node (tinygrad's mixin idea). Shape and dtype inference, argument checks and autograd
+ * recording happen here, so eager and lazy tensors fail the same way at the same moment.
+ */
+import { runBackward, type AutogradTensor, type BackwardOptions, type GradFnNode } from "../autograd/engine.ts";
+import { is_grad_enabled } from "../autograd/grad_mode.ts";
+import type { Diff, OpDef } from "../graph/op.ts";
+import { OPS } from "../graph/registry.ts";
+import {
+  isFloating, promoteWithScalar, type DType,
+} from "../tensor/dtype.ts";
+import {
+  LoomAutogradError, LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape,
+} from "../tensor/errors.ts";
+import {
+  inferShape, normalizeDim, normalizeDims, numel, shapesEqual,
+} from "../tensor/shape.ts";
+import { fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
+import { formatTensor } from "./format.ts";
+import { parseIndex, type IndexItem } from "./indexing.ts";
+
+export type Scalar = number | boolean;
+export type DimArg = number | readonly number[] | null | undefined;
+export type NestedList = number | boolean | NestedList[];
+
+function flatShapeArgs(args: readonly (number | readonly number[])[]): number[] {
+  return args.length === 1 && Array.isArray(args[0]) ? [...(args[0] as number[])] : (args as number[]);
+}
+
+export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Self>, AutogradTensor<Self> {
+  abstract readonly shape: readonly number[];
+  abstract readonly dtype: DType;
+  /** True for LazyTensor: ops record graph nodes instead of running. */
+  abstract readonly isLazy: boolean;
+
+  grad: Self | null = null;
+  grad_fn: GradFnNode<Self> | null = null;
+  _retains_grad = false;
+  private _requires_grad = false;
+
+  /** Run (eager) or record (lazy) an op whose output shape/dtype are already inferred. */
+  protected abstract _make(op: OpDef, inputs: readonly Self[], attrs: unknown, shape: number[], dtype: DType): Self;
+  /** A tensor of this kind wrapping a buffer (no autograd history). */
+  abstract _constant(data: TensorData): Self;
+  /** The computed buffer (realizes a lazy tensor). */
+  abstract _data(): TensorData;
+  /** Same values, no autograd history (torch.Tensor.detach). */
+  abstract detach(): Self;
+  /** This tensor as a LazyTensor (identity for lazy tensors). */
+  abstract lazy(): TensorOps<any>;
+  abstract get device(): string;
+
+  // ---- autograd state ---------------------------------------------------------------------
+  get requires_grad(): boolean {
+    return this._requires_grad;
+  }
+  set requires_grad(v: boolean) {
+    if (this.grad_fn && !v) {
+      throw new LoomAutogradError("you can only change requires_grad flags of leaf variables; use detach() to get a tensor that does not require grad");
+    }
+    if (v && !isFloating(this.dtype)) {
+      throw new LoomAutogradError(`only Tensors of floating point dtype can require gradients, got ${this.dtype}`);
+    }
+    this._requires_grad = v;
+  }
+  /** True when the tensor was not produced by a recorded op (torch.Tensor.is_leaf). */
+  get is_leaf(): boolean {
+    return this.grad_fn === null;
+  }
+  /** Set requires_grad in place and return this (torch.Tensor.requires_grad_). */
+  requires_grad_(v = true): this {
+    this.requires_grad = v;
+    return this;
+  }
+  /** Keep `.grad` for this non-leaf tensor during backward (torch.Tensor.retain_grad). */
+  retain_grad(): this {
+    if (!this.requires_grad) throw new LoomAutogradError("can't retain_grad on Tensor that has requires_grad=false");
+    if (this.grad_fn) this._retains_grad = true;
+    return this;
+  }
+
+  /** Attach autograd history to an op output. */
+  protected _record(out: Self, name: string, inputs: readonly Self[], apply: (g: Self) => (Self | null)[]): void {
+    out.grad_fn = { name, inputs, apply, released: false };
+    out._requires_grad = true;
+  }
+
+  /**
+   * Apply a registry op to (this, ...rest): infer shape/dtype (throwing at record time), run or
+   * record it, and record autograd history when any input requires grad. Mixed eager/lazy
+   * operands lift the eager ones to lazy.
+   */
+  _apply<A>(opdef: OpDef<A>, rest: readonly Self[], attrs: A): Self {
+    const op = opdef as OpDef<any>;
+    if (rest.some((r) => r.isLazy !== this.isLazy)) {
+      const lifted = [this, ...rest].map((t) => (t.isLazy ? t : t.lazy()));
+      return lifted[0]!._apply(op, lifted.slice(1), attrs) as unknown as Self;
+    }
+    const inputs = [this as unknown as Self, ...rest];
+    const shape = op.shape(inputs, attrs);
+    const dtype = op.dtype(inputs, attrs);
+    const out = this._make(op, inputs, attrs, shape, dtype);
+    if (op.grad && is_grad_enabled() && isFloating(dtype) && inputs.some((i) => i.requires_grad)) {
+      const grad = op.grad;
+      const needs = inputs.map((i) => i.requires_grad);
+      this._record(out, op.name, inputs, (g) => grad(g, inputs, out, attrs, needs));
+    }
+    return out;
+  }
+
+  /** Wrap a scalar as a 0-d tensor of this kind with PyTorch's scalar promotion. */
+  protected _wrap(o: Self | Scalar): Self {
+    if (typeof o === "number" || typeof o === "boolean") {
+      return this._constant(fromValues(promoteWithScalar(this.dtype, o), [], [Number(o)]));
+    }
+    return o;
+  }
+  private _bin(op: OpDef, o: Self | Scalar): Self {
+    return this._apply(op, [this._wrap(o)], {});
+  }
+  private _un(op: OpDef): Self {
+    return this._apply(op, [], {});
+  }
+
+  // ---- properties -------------------------------------------------------------------------
+  get ndim(): number {
+    return this.shape.length;
+  }
+  dim(): number {
+    return this.shape.length;
+  }
+  /** torch.Tensor.size(): the shape, or one dim's size. */
+  size(): number[];
+  size(dim: number): number;
+  size(dim?: number): number[] | number {
+    return dim === undefined ? [...this.shape] : this.shape[normalizeDim("size", dim, this.ndim)]!;
+  }
+  numel(): number {
+    return numel(this.shape);
+  }
+  element_size(): number {
+    return { float32: 4, float64: 8, float16: 2, bfloat16: 2, int32: 4, int64: 8, int8: 1, uint8: 1, bool: 1 }[this.dtype];
+  }
+  is_floating_point(): boolean {
+    return isFloating(this.dtype);
+  }
+
+  // ---- arithmetic -------------------------------------------------------------------------
+  /** this + alpha * other, broadcasting (torch.add). */
+  add(o: Self | Scalar, opts?: { alpha?: number }): Self {
+    const a = opts?.alpha;
+    return this._bin(OPS.add, a === undefined || a === 1 ? o : this._wrap(o).mul(a));
+  }
+  sub(o: Self | Scalar, opts?: { alpha?: number }): Self {
+    const a = opts?.alpha;
+    return this._bin(OPS.sub, a === undefined || a === 1 ? o : this._wrap(o).mul(a));
+  }
+  /** other - this (torch.rsub). */
+  rsub(o: Self | Scalar): Self {
+    return this._wrap(o).sub(this as unknown as Self);
+  }
+  mul(o: Self | Scalar): Self {
+    return this._bin(OPS.mul, o);
+  }
+  /** True division; `rounding_mode` "floor" or "trunc" keeps integer dtypes (torch.div). */
+  div(o: Self | Scalar, opts?: { rounding_mode?: "floor" | "trunc" | null }): Self {
+    const m = opts?.rounding_mode;
+    if (m === "floor") return this.floor_divide(o);
+    if (m === "trunc") {
+      const q = this._bin(OPS.div, o);
+      const t = q.sign().mul(q.abs().floor());
+      const d = this._apply(OPS.floor_divide, [this._wrap(o)], {}).dtype;
+      return t.to(d);
+    }
+    return this._bin(OPS.div, o);
+  }
+  floor_divide(o: Self | Scalar): Self {
+    return this._bin(OPS.floor_divide, o);
+  }
+  remainder(o: Self | Scalar): Self {
+    return this._bin(OPS.remainder, o);
+  }
+  pow(o: Self | Scalar): Self {
+    return this._bin(OPS.pow, o);
+  }
+  square(): Self {
+    return this.mul(this as unknown as Self);
+  }
+  maximum(o: Self): Self {
+    return this._bin(OPS.maximum, o);
+  }
+  minimum(o: Self): Self {
+    return this._bin(OPS.minimum, o);
+  }
+  neg(): Self { return this._un(OPS.neg); }
+  abs(): Self { return this._un(OPS.abs); }
+  sign(): Self { return this._un(OPS.sign); }
+  exp(): Self { return this._un(OPS.exp); }
+  log(): Self { return this._un(OPS.log); }
+  log1p(): Self { return this._un(OPS.log1p); }
+  sqrt(): Self { return this._un(OPS.sqrt); }
+  rsqrt(): Self { return this._un(OPS.rsqrt); }
+  reciprocal(): Self { return this._un(OPS.reciprocal); }
+  sin(): Self { return this._un(OPS.sin); }
+  cos(): Self { return this._un(OPS.cos); }
+  tanh(): Self { return this._un(OPS.tanh); }
+  sigmoid(): Self { return this._un(OPS.sigmoid); }
+  relu(): Self { return this._un(OPS.relu); }
+  erf(): Self { return this._un(OPS.erf); }
+  floor(): Self { return this._un(OPS.floor); }
+  ceil(): Self { return this._un(OPS.ceil); }
+  round(): Self { return this._un(OPS.round); }
+  isnan(): Self { return this._un(OPS.isnan); }
+  logical_not(): Self { return this._un(OPS.logical_not); }
+
+  /**
+   * GELU. approximate "none": x·Φ(x) = 0.5·x·(1 + erf(x/√2)); "tanh":
+   * 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Source: Hendrycks & Gimpel 2016; torch.nn.GELU.
+   */
+  gelu(approximate: "none" | "tanh" = "none"): Self {
+    const x = this as unknown as Self;
+    if (approximate === "tanh") {
+      const inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(Math.sqrt(2 / Math.PI));
+      return x.mul(0.5).mul(inner.tanh().add(1));
+    }
+    return x.mul(0.5).mul(x.mul(Math.SQRT1_2).erf().add(1));
+  }
+  /** SiLU / swish: x·σ(x) (Elfwing et al. 2017). */
+  silu(): Self {
+    return this.mul(this.sigmoid());
+  }
+  /**
+   * Clamp into [min, max]; the gradient flows where min <= x <= max (torch.clamp).
+   * @throws LoomValueError if both bounds are missing
+   */
+  clamp(min?: Self | number | null, max?: Self | number | null): Self {
+    if ((min === undefined || min === null) && (max === undefined || max === null)) {
+      throw new LoomValueError("[clamp] at least one of 'min' or 'max' must not be None");
+    }
+    let r = this as unknown as Self;
+    const x = r;
+    if (min !== undefined && min !== null) r = r.where(x.ge(min), min);
+    if (max !== undefined && max !== null) r = r.where(x.le(max), max);
+    return r;
+  }
+  clip(min?: Self | number | null, max?: Self | number | null): Self {
+    return this.clamp(min, max);
+  }
+
+  // ---- comparison and selection -------------------------------------------------------------
+  eq(o: Self | Scalar): Self { return this._bin(OPS.eq, o); }
+  ne(o: Self | Scalar): Self { return this._bin(OPS.ne, o); }
+  lt(o: Self | Scalar): Self { return this._bin(OPS.lt, o); }
+  le(o: Self | Scalar): Self { return this._bin(OPS.le, o); }
+  gt(o: Self | Scalar): Self { return this._bin(OPS.gt, o); }
+  ge(o: Self | Scalar): Self { return this._bin(OPS.ge, o); }
+  logical_and(o: Self | Scalar): Self { return this._bin(OPS.logical_and, o); }
+  logical_or(o: Self | Scalar): Self { return this._bin(OPS.logical_or, o); }
+
+  /** condition ? this : other, broadcasting (torch.Tensor.where). */
+  where(condition: Self, other: Self | Scalar): Self {
+    const o = typeof other === "object" ? other : this._wrapLike(other);
+    return condition._apply(OPS.where, [this as unknown as Self, o], {});
+  }
+  /** A scalar wrapped as a 0-d tensor of this dtype's category (for where/masked_fill). */
+  private _wrapLike(v: Scalar): Self {
+    return this._wrap(v);
+  }
+  /** Fill positions where `mask` is true with `value`; keeps this dtype (torch.masked_fill). */
+  masked_fill(mask: Self, value: Self | Scalar): Self {
+    if (mask.dtype !== "bool") throw new LoomDtypeError(`[masked_fill] mask must be a bool tensor, got ${mask.dtype}`);
+    const v = typeof value === "object" ? value : this._wrapLike(value);
+    if (typeof value === "object" && value.ndim !== 0) {
+      throw new LoomShapeError(`[masked_fill] only supports a 0-dimensional value tensor, but got a tensor with ${value.ndim} dimensions`);
+    }
+    return v.to(this.dtype).where(mask, this as unknown as Self);
+  }
+
+  // ---- reductions ---------------------------------------------------------------------------
+  /** Sum over `dim` (all dims when omitted); int/bool inputs sum in int64 (torch.sum). */
+  sum(dim?: DimArg, keepdim = false): Self {
+    return this._apply(OPS.sum, [], { dim: normalizeDims("sum", dim, this.ndim), keepdim });
+  }
+  /** Mean over `dim`; floating dtypes only (torch.mean). */
+  mean(dim?: DimArg, keepdim = false): Self {
+    if (!isFloating(this.dtype)) {
+      throw new LoomDtypeError(`[mean] could not infer output dtype. Input dtype must be a floating point dtype, got ${this.dtype}`);
+    }
+    const dims = normalizeDims("mean", dim, this.ndim);
+    const n = dims.reduce((p, d) => p * this.shape[d]!, 1);
+    return this.sum(dims, keepdim).div(n);
+  }
+  amax(dim?: DimArg, keepdim = false): Self {
+    return this._apply(OPS.amax, [], { dim: normalizeDims("amax", dim, this.ndim), keepdim });
+  }
+  amin(dim?: DimArg, keepdim = false): Self {
+    return this._apply(OPS.amin, [], { dim: normalizeDims("amin", dim, this.ndim), keepdim });
+  }
+  /**
+   * max(): the maximum (0-d); max(dim, keepdim): {values, indices} with the first index of each
+   * maximum; max(other): elementwise maximum. As torch.max.
+   */
+  max(): Self;
+  max(dim: number, keepdim?: boolean): { values: Self; indices: Self };
+  max(other: Self): Self;
+  max(arg?: number | Self, keepdim = false): Self | { values: Self; indices: Self } {
+    if (arg === undefined) return this.amax();
+    if (typeof arg !== "number") return this.maximum(arg);
+    return this._extremeWithIndices(arg, keepdim, true);
+  }
+  min(): Self;
+  min(dim: number, keepdim?: boolean): { values: Self; indices: Self };
+  min(other: Self): Self;
+  min(arg?: number | Self, keepdim = false): Self | { values: Self; indices: Self } {
+    if (arg === undefined) return this.amin();
+    if (typeof arg !== "number") return this.minimum(arg);
+    return this._extremeWithIndices(arg, keepdim, false);
+  }
+  private _extremeWithIndices(dim: number, keepdim: boolean, largest: boolean): { values: Self; indices: Self } {
+    const d = normalizeDim(largest ? "max" : "min", dim, this.ndim);
+    if (this.ndim === 0) return { values: this as unknown as Self, indices: this._constant(fromValues("int64", [], [0])) };
+    const idx = largest ? this.argmax(d, true) : this.argmin(d, true);
+    // values through gather so the gradient goes to the selected element only (as torch)
+    const values = this.gather(d, idx);
+    return keepdim ? { values, indices: idx } : { values: values.squeeze(d), indices: idx.squeeze(d) };
+  }
+  /** Index of the first maximum over `dim` (flattened when omitted), int64. */
+  argmax(dim?: number | null, keepdim = false): Self {
+    return this._apply(OPS.argmax, [], { dim: dim ?? null, keepdim });
+  }
+  argmin(dim?: number | null, keepdim = false): Self {
+    return this._apply(OPS.argmin, [], { dim: dim ?? null, keepdim });
+  }
+  /**
+   * Variance over `dim` with Bessel's correction by default: sum((x - mean)²) / (N - correction).
+   * `unbiased: false` means correction 0 (torch.var).
+   */
+  var(dim?: DimArg, opts: { unbiased?: boolean; correction?: number; keepdim?: boolean } = {}): Self {
+    if (!isFloating(this.dtype)) throw new LoomDtypeError(`[var] expected a floating point tensor, got ${this.dtype}`);
+    const dims = normalizeDims("var", dim, this.ndim);
+    const correction = opts.correction ?? (opts.unbiased === false ? 0 : 1);
+    const n = dims.reduce((p, d) => p * this.shape[d]!, 1);
+    const d = this.sub(this.mean(dims, true));
+    return d.mul(d).sum(dims, opts.keepdim ?? false).div(Math.max(0, n - correction));
+  }
+  std(dim?: DimArg, opts: { unbiased?: boolean; correction?: number; keepdim?: boolean } = {}): Self {
+    return this.var(dim, opts).sqrt();
+  }
+  /** log(sum(exp(x))) over `dim`, stabilized by the (detached) max (torch.logsumexp). */
+  logsumexp(dim: DimArg, keepdim = false): Self {
+    const dims = normalizeDims("logsumexp", dim, this.ndim);
+    const m = this.amax(dims, true).detach();
+    const safe = m.where(m.abs().lt(Infinity), 0); // all -inf rows: keep -inf, not NaN
+    const r = this.sub(safe).exp().sum(dims, true).log().add(safe);
+    return keepdim ? r : r.squeeze(dims);
+  }
+  /** Cumulative sum along `dim` (torch.cumsum). */
+  cumsum(dim: number): Self {
+    return this._apply(OPS.cumsum, [], { dim: normalizeDim("cumsum", dim, this.ndim), reverse: false });
+  }
+  /** True if any element is non-zero (0-d bool). */
+  any(dim?: DimArg, keepdim = false): Self {
+    return this.ne(0).amax(dim, keepdim);
+  }
+  all(dim?: DimArg, keepdim = false): Self {
+    return this.ne(0).amin(dim, keepdim);
+  }
+  /** softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `dim` (torch.softmax). */
+  softmax(dim: number): Self {
+    if (!isFloating(this.dtype)) throw new LoomDtypeError(`[softmax] expected a floating point tensor, got ${this.dtype}`);
+    const d = normalizeDim("softmax", dim, this.ndim);
+    const e = this.sub(this.amax(d, true).detach()).exp();
+    return e.div(e.sum(d, true));
+  }
+  /** log(softmax(x)) computed as x - logsumexp(x) (torch.log_softmax). */
+  log_softmax(dim: number): Self {
+    if (!isFloating(this.dtype)) throw new LoomDtypeError(`[log_softmax] expected a floating point tensor, got ${this.dtype}`);
+    const d = normalizeDim("log_softmax", dim, this.ndim);
+    return this.sub(this.logsumexp(d, true));
+  }
+
+  // ---- shape and views ----------------------------------------------------------------------
+  /** Same data, new shape; one dim may be -1 (torch.reshape: a view when strides allow). */
+  reshape(...shape: (number | readonly number[])[]): Self {
+    const s = inferShape("reshape", flatShapeArgs(shape), this.numel());
+    if (shapesEqual(s, this.shape)) return this as unknown as Self;
+    return this._apply(OPS.reshape, [], { shape: s });
+  }
+  /** torch.view: like reshape, but an eager tensor whose strides cannot be viewed throws. */
+  view(...shape: (number | readonly number[])[]): Self {
+    const s = inferShape("view", flatShapeArgs(shape), this.numel());
+    this._checkView(s);
+    return this.reshape(s);
+  }
+  /** Hook: eager tensors verify the view is possible without a copy. */
+  protected _checkView(_shape: readonly number[]): void {}
+  view_as(o: Self): Self { return this.view(o.shape as number[]); }
+  reshape_as(o: Self): Self { return this.reshape(o.shape as number[]); }
+
+  /** Flatten dims start_dim..end_dim into one (torch.flatten). */
+  flatten(start_dim = 0, end_dim = -1): Self {
+    if (this.ndim === 0) return this.reshape([1]);
+    const s = normalizeDim("flatten", start_dim, this.ndim);
+    const e = normalizeDim("flatten", end_dim, this.ndim);
+    if (s > e) throw new LoomIndexError(`[flatten] start_dim ${start_dim} cannot come after end_dim ${end_dim}`);
+    const shape = [...this.shape.slice(0, s), this.shape.slice(s, e + 1).reduce((p, x) => p * x, 1), ...this.shape.slice(e + 1)];
+    return this.reshape(shape);
+  }
+  /** Split dim into `sizes` (torch.unflatten). */
+  unflatten(dim: number, sizes: readonly number[]): Self {
+    const d = normalizeDim("unflatten", dim, this.ndim);
+    const inner = inferShape("unflatten", sizes, this.shape[d]!);
+    return this.reshape([...this.shape.slice(0, d), ...inner, ...this.shape.slice(d + 1)]);
+  }
+  /** Remove size-1 dims (all, or those in `dim` that have size 1). */
+  squeeze(dim?: DimArg): Self {
+    const dims = dim === undefined || dim === null ? this.shape.map((_, i) => i) : normalizeDims("squeeze", dim, this.ndim);
+    return this.reshape(this.shape.filter((s, i) => !(s === 1 && dims.includes(i))));
+  }
+  /** Insert a size-1 dim at `dim` in [-ndim-1, ndim] (torch.unsqueeze). */
+  unsqueeze(dim: number): Self {
+    const d = normalizeDim("unsqueeze", dim, this.ndim + 1);
+    const s = [...this.shape];
+    s.splice(d, 0, 1);
+    return this.reshape(s);
+  }
+  /** Reorder dims (torch.permute): a view. */
+  permute(...dims: (number | readonly number[])[]): Self {
+    const ds = flatShapeArgs(dims).map((d) => normalizeDim("permute", d, this.ndim));
+    if (ds.every((d, i) => d === i) && ds.length === this.ndim) return this as unknown as Self;
+    return this._apply(OPS.permute, [], { dims: ds });
+  }
+  transpose(dim0: number, dim1: number): Self {
+    const a = normalizeDim("transpose", dim0, this.ndim);
+    const b = normalizeDim("transpose", dim1, this.ndim);
+    if (a === b) return this as unknown as Self;
+    const p = this.shape.map((_, i) => i);
+    p[a] = b;
+    p[b] = a;
+    return this.permute(p);
+  }
+  swapaxes(a: number, b: number): Self { return this.transpose(a, b); }
+  /** Transpose of a <= 2-D tensor (torch.t). */
+  t(): Self {
+    if (this.ndim > 2) throw new LoomShapeError(`[t] expects a tensor with <= 2 dimensions, but self is ${this.ndim}D`);
+    return this.ndim < 2 ? (this as unknown as Self) : this.transpose(0, 1);
+  }
+  /** Transpose of the last two dims. */
+  get mT(): Self {
+    return this.transpose(-2, -1);
+  }
+  /** Broadcast view to `sizes`; -1 keeps a dim (torch.expand). */
+  expand(...sizes: (number | readonly number[])[]): Self {
+    const want = flatShapeArgs(sizes);
+    const off = want.length - this.ndim;
+    const shape = want.map((s, i) => (s === -1 && i >= off ? this.shape[i - off]! : s));
+    if (shapesEqual(shape, this.shape)) return this as unknown as Self;
+    return this._apply(OPS.expand, [], { shape });
+  }
+  expand_as(o: Self): Self { return this.expand(o.shape as number[]); }
+  /** Sum broadcast dims away so the result has `shape` (torch.Tensor.sum_to_size). */
+  sum_to_size(...shape: (number | readonly number[])[]): Self {
+    const s = flatShapeArgs(shape);
+    if (shapesEqual(s, this.shape)) return this as unknown as Self;
+    const lead = this.ndim - s.length;
+    if (lead < 0) throw new LoomShapeError(`[sum_to_size] size ${fmtShape(s)} is not expandable to size ${fmtShape(this.shape)}`);
+    const dims: number[] = [];
+    for (let i = 0; i < this.ndim; i++) {
+      if (i < lead) dims.push(i);
+      else if (s[i - lead] === 1 && this.shape[i] !== 1) dims.push(i);
+      else if (s[i - lead] !== this.shape[i]) throw new LoomShapeError(`[sum_to_size] size ${fmtShape(s)} is not expandable to size ${fmtShape(this.shape)}`);
+    }
+    return this.sum(dims, true).reshape(s);
+  }
+  /**
+   * `length` elements of `dim` from `start` (negative start counts from the end): a view.
+   * @throws LoomIndexError when the range leaves the dim
+   */
+  narrow(dim: number, start: number, length: number): Self {
+    const d = normalizeDim("narrow", dim, this.ndim);
+    const size = this.shape[d]!;
+    const s = start < 0 ? start + size : start;
+    if (s < 0 || s > size || length < 0 || s + length > size) {
+      throw new LoomIndexError(`[narrow] start (${start}) + length (${length}) exceeds dimension size (${size}) of dim ${dim}`);
+    }
+    return this._slice(d, s, s + length, 1);
+  }
+  /** x[start:end:step] along `dim` with normalized bounds. */
+  _slice(dim: number, start: number, end: number, step: number): Self {
+    if (start === 0 && end === this.shape[dim] && step === 1) return this as unknown as Self;
+    return this._apply(OPS.slice, [], { dim, start, end, step });
+  }
+  /**
+   * Python-style indexing, `x[0, 1:3, None, ..., ::2]` as `x.index(0, "1:3", null, "...", "::2")`;
+   * items may also be `{start, stop, step}`. Integer items drop their dim; steps must be positive.
+   * @throws LoomIndexError for out-of-range integers and too many indices
+   */
+  index(...items: IndexItem[]): Self {
+    return parseIndex(this.shape, items).apply(this as unknown as Self);
+  }
+  /** Dense copy (no-op when the data already is row-major). */
+  contiguous(): Self {
+    return this._apply(OPS.contiguous, [], {});
+  }
+  /** Split into pieces of `size` (or the given sizes) along `dim` (torch.split): views. */
+  split(split_size_or_sections: number | readonly number[], dim = 0): Self[] {
+    const d = normalizeDim("split", dim, this.ndim);
+    const n = this.shape[d]!;
+    let sizes: number[];
+    if (typeof split_size_or_sections === "number") {
+      const k = split_size_or_sections;
+      if (k <= 0 && n > 0) throw new LoomValueError(`[split] split_size must be positive, got ${k}`);
+      sizes = [];
+      for (let s = 0; s < n; s += k) sizes.push(Math.min(k, n - s));
+      if (n === 0) sizes = [0];
+    } else {
+      sizes = [...split_size_or_sections];
+      const total = sizes.reduce((p, x) => p + x, 0);
+      if (total !== n) throw new LoomShapeError(`[split] split_with_sizes expects split_sizes to sum exactly to ${n} (input tensor's size at dimension ${d}), but got split_sizes=${fmtShape(sizes)}`);
+    }
+    let start = 0;
+    return sizes.map((len) => {
+      const r = this._slice(d, start, start + len, 1);
+      start += len;
+      return r;
+    });
+  }
+  /** `chunks` pieces of ceil(n / chunks) along `dim` (torch.chunk). */
+  chunk(chunks: number, dim = 0): Self[] {
+    if (!Number.isInteger(chunks) || chunks <= 0) throw new LoomValueError(`[chunk] chunk expects \`chunks\` to be greater than 0, got: ${chunks}`);
+    const n = this.shape[normalizeDim("chunk", dim, this.ndim)]!;
+    return this.split(Math.max(1, Math.ceil(n / chunks)), dim);
+  }
+  /** Lower triangle of the last two dims, zero elsewhere (torch.tril). */
+  tril(diagonal = 0): Self {
+    return this._apply(OPS.tri, [], { diagonal, upper: false });
+  }
+  triu(diagonal = 0): Self {
+    return this._apply(OPS.tri, [], { diagonal, upper: true });
+  }
+  /** out[i][j] = this[index[i][j]][j] for dim 0 (torch.gather). */
+  gather(dim: number, index: Self): Self {
+    return this._apply(OPS.gather, [index], { dim: normalizeDim("gather", dim, this.ndim) });
+  }
+  /** Copy of this with src added at index along dim (torch.scatter_add). */
+  scatter_add(dim: number, index: Self, src: Self): Self {
+    return this._apply(OPS.scatter_add, [index, src], { dim: normalizeDim("scatter_add", dim, this.ndim) });
+  }
+  /** Rows (or slices along dim) picked by a 1-D index (torch.index_select). */
+  index_select(dim: number, index: Self): Self {
+    return this._apply(OPS.index_select, [index], { dim: normalizeDim("index_select", dim, this.ndim) });
+  }
+  index_add(dim: number, index: Self, source: Self, opts?: { alpha?: number }): Self {
+    const src = opts?.alpha === undefined ? source : source.mul(opts.alpha);
+    return this._apply(OPS.index_add, [index, src], { dim: normalizeDim("index_add", dim, this.ndim) });
+  }
+
+  // ---- linear algebra -----------------------------------------------------------------------
+  /**
+   * Matrix product with torch.matmul's rules: 1-D operands gain and lose a dim, batch dims broadcast.
+   * @param o - [..., K, N] or [K]; this is [..., M, K] or [K]
+   * @throws LoomShapeError `[matmul] shapes [2, 3] and [4, 5]: 3 != 4`; LoomDtypeError on mixed dtypes
+   */
+  matmul(o: Self): Self {
+    if (this.ndim === 0 || o.ndim === 0) {
+      throw new LoomShapeError(`[matmul] both arguments need at least 1 dimension, got ${fmtShape(this.shape)} and ${fmtShape(o.shape)}`);
+    }
+    const a1 = this.ndim === 1, b1 = o.ndim === 1;
+    const a = a1 ? this.unsqueeze(0) : (this as unknown as Self);
+    const b = b1 ? o.unsqueeze(-1) : o;
+    if (a1 || b1) {
+      const ka = a.shape[a.ndim - 1]!, kb = b.shape[b.ndim - 2]!;
+      if (ka !== kb) throw new LoomShapeError(`[matmul] shapes ${fmtShape(this.shape)} and ${fmtShape(o.shape)}: ${ka} != ${kb}`);
+    }
+    let r = a._apply(OPS.matmul, [b], {});
+    if (b1) r = r.squeeze(-1);
+    if (a1) r = r.squeeze(a1 && b1 ? -1 : -2);
+    return r;
+  }
+  /** 2-D matrix product (torch.mm). */
+  mm(o: Self): Self {
+    if (this.ndim !== 2 || o.ndim !== 2) throw new LoomShapeError(`[mm] expects 2-D tensors, got ${fmtShape(this.shape)} and ${fmtShape(o.shape)}`);
+    return this.matmul(o);
+  }
+  /** Batched 3-D matrix product (torch.bmm). */
+  bmm(o: Self): Self {
+    if (this.ndim !== 3 || o.ndim !== 3) throw new LoomShapeError(`[bmm] expects 3-D tensors, got ${fmtShape(this.shape)} and ${fmtShape(o.shape)}`);
+    if (this.shape[0] !== o.shape[0]) throw new LoomShapeError(`[bmm] batch sizes differ: ${fmtShape(this.shape)} and ${fmtShape(o.shape)}`);
+    return this.matmul(o);
+  }
+
+  // ---- dtype conversion ---------------------------------------------------------------------
+  /** Convert to `dtype` or move to `device` ("cpu"); returns this when nothing changes. */
+  to(target: DType | "cpu"): Self {
+    if (target === "cpu") return this as unknown as Self;
+    if (target === this.dtype) return this as unknown as Self;
+    return this._apply(OPS.cast, [], { dtype: target });
+  }
+  float(): Self { return this.to("float32"); }
+  double(): Self { return this.to("float64"); }
+  half(): Self { return this.to("float16"); }
+  bfloat16(): Self { return this.to("bfloat16"); }
+  int(): Self { return this.to("int32"); }
+  long(): Self { return this.to("int64"); }
+  bool(): Self { return this.to("bool"); }
+
+  // ---- constants like this ------------------------------------------------------------------
+  /** A tensor of `value` with this shape and dtype (a broadcast view of one element). */
+  full_like(value: number, dtype: DType = this.dtype): Self {
+    return this._constant(fromValues(dtype, [], [value])).expand(this.shape as number[]);
+  }
+  zeros_like(): Self { return this.full_like(0); }
+  ones_like(): Self { return this.full_like(1); }
+
+  // ---- autograd -----------------------------------------------------------------------------
+  /**
+   * Accumulate d(this)/d(leaf) into every leaf's `.grad`. `gradient` is required unless this is
+   * a single element (torch.Tensor.backward).
+   * @throws LoomAutogradError when this does not require grad, or on a second backward without retain_graph
+   */
+  backward(gradient?: Self | null, opts: BackwardOptions = {}): void {
+    let g = gradient ?? null;
+    if (!g) {
+      if (this.numel() !== 1) throw new LoomAutogradError("grad can be implicitly created only for scalar outputs");
+      g = this.ones_like().contiguous();
+    }
+    runBackward([this as unknown as Self], [g], { ...opts, accumulate: true });
+  }
+
+  // ---- reading values -----------------------------------------------------------------------
+  /** The single value as a number (bool as 0/1) (torch.Tensor.item). */
+  item(): number {
+    if (this.numel() !== 1) throw new LoomValueError(`[item] a Tensor with ${this.numel()} elements cannot be converted to Scalar`);
+    return toFloat64(this._data())[0]!;
+  }
+  /** Nested JS arrays of the values; bools as booleans (torch.Tensor.tolist). */
+  tolist(): NestedList {
+    const v = toFloat64(this._data());
+    const isBool = this.dtype === "bool";
+    const build = (d: number, off: number): NestedList => {
+      if (d === this.ndim) return isBool ? v[off] !== 0 : v[off]!;
+      const stride = this.shape.slice(d + 1).reduce((p, x) => p * x, 1);
+      return Array.from({ length: this.shape[d]! }, (_, i) => build(d + 1, off + i * stride));
+    };
+    return build(0, 0);
+  }
+  /** The values, row-major, as a Float64Array (exact for every dtype Loom stores). */
+  dataSync(): Float64Array {
+    return toFloat64(this._data());
+  }
+  /** Read back asynchronously (waits for pending device work). */
+  async data(): Promise<Float64Array> {
+    return this.dataSync();
+  }
+  toString(): string {
+    return formatTensor(this.shape, this.dtype, toFloat64(this._data()), this.grad_fn?.name ?? null, this.requires_grad);
+  }
+  /** console.log / Bun.inspect show the values, as torch's repr. */
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return this.toString();
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Tensor: the eager tensor. Every op runs now on its device's backend; views share storage.
+ */
+import type { OpDef } from "../graph/op.ts";
+import { Node } from "../graph/node.ts";
+import type { DType } from "../tensor/dtype.ts";
+import { LoomShapeError, fmtShape } from "../tensor/errors.ts";
+import { viewStrides } from "../tensor/shape.ts";
+import type { TensorData } from "../tensor/storage.ts";
+import { backendFor } from "./device.ts";
+import { LazyTensor } from "./lazy_tensor.ts";
+import { TensorOps } from "./surface.ts";
+
+export class Tensor extends TensorOps<Tensor> {
+  readonly isLazy = false;
+
+  /** @param _d - the strided buffer this tensor views */
+  constructor(readonly _d: TensorData, readonly device = "cpu") {
+    super();
+  }
+  get shape(): readonly number[] {
+    return this._d.shape;
+  }
+  get dtype(): DType {
+    return this._d.dtype;
+  }
+  protected _make(op: OpDef, inputs: readonly Tensor[], attrs: unknown, shape: number[], dtype: DType): Tensor {
+    return new Tensor(backendFor(this.device).run(op, inputs.map((i) => i._d), attrs, shape, dtype), this.device);
+  }
+  _constant(data: TensorData): Tensor {
+    return new Tensor(data, this.device);
+  }
+  _data(): TensorData {
+    return this._d;
+  }
+  detach(): Tensor {
+    return new Tensor(this._d, this.device);
+  }
+  protected override _checkView(shape: readonly number[]): void {
+    if (!viewStrides(this._d.shape, this._d.strides, shape)) {
+      throw new LoomShapeError(
+        `[view] view size ${fmtShape(shape)} is not compatible with input tensor's size ${fmtShape(this.shape)} and stride [${this._d.strides.join(", ")}] (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.`,
+      );
+    }
+  }
+  /**
+   * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back
+   * to this tensor, so eager parameters can be used inside lazy code.
+   */
+  lazy(): LazyTensor {
+    const l = new LazyTensor(Node.source(this._d), this.device);
+    if (this.requires_grad) l._linkTo(this);
+    return l;
+  }
+  /** Already computed: returns this (so code can call eval() on either kind). */
+  eval(): Tensor {
+    return this;
+  }
+  realize(): Tensor {
+    return this;
+  }
+}

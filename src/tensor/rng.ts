@@ -1,0 +1,110 @@
+/**
+ * The random generator: MT19937 (Matsumoto & Nishimura 1998), the engine behind PyTorch's CPU
+ * generator, seeded the same way (`torch.manual_seed(s)` -> mt19937(s)).
+ *
+ * Draws:
+ * - `random()` 32-bit uint.
+ * - `uniform()` in [0, 1) with 24 random bits for float32 (x & (2^24-1)) * 2^-24, the formula of
+ *   torch's CPU `uniform_` for float; `uniform53()` with 53 bits for float64.
+ * - `normal()` by Box-Muller on (1 - u1, u2).
+ * Sequences are deterministic per seed and documented here; they are not guaranteed to equal
+ * torch's beyond `rand` on small float32 tensors (torch vectorizes normal_ differently).
+ */
+const N = 624;
+const M = 397;
+
+export class Generator {
+  private mt = new Uint32Array(N);
+  private mti = N + 1;
+  private _seed = 0;
+  private spare: number | null = null;
+
+  constructor(seed = 5489) {
+    this.manual_seed(seed);
+  }
+
+  /** Reseed; returns this (as torch.Generator.manual_seed). */
+  manual_seed(seed: number): this {
+    this._seed = seed;
+    const mt = this.mt;
+    mt[0] = seed >>> 0;
+    for (let i = 1; i < N; i++) {
+      const prev = mt[i - 1]! ^ (mt[i - 1]! >>> 30);
+      // 1812433253 * prev + i, in 32-bit arithmetic
+      mt[i] = (Math.imul(1812433253, prev) + i) >>> 0;
+    }
+    this.mti = N;
+    this.spare = null;
+    return this;
+  }
+
+  initial_seed(): number {
+    return this._seed;
+  }
+
+  /** Next 32-bit unsigned integer. */
+  random(): number {
+    const mt = this.mt;
+    if (this.mti >= N) {
+      let kk = 0;
+      for (; kk < N - M; kk++) {
+        const y = (mt[kk]! & 0x80000000) | (mt[kk + 1]! & 0x7fffffff);
+        mt[kk] = mt[kk + M]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
+      }
+      for (; kk < N - 1; kk++) {
+        const y = (mt[kk]! & 0x80000000) | (mt[kk + 1]! & 0x7fffffff);
+        mt[kk] = mt[kk + (M - N)]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
+      }
+      const y = (mt[N - 1]! & 0x80000000) | (mt[0]! & 0x7fffffff);
+      mt[N - 1] = mt[M - 1]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
+      this.mti = 0;
+    }
+    let y = mt[this.mti++]!;
+    y ^= y >>> 11;
+    y ^= (y << 7) & 0x9d2c5680;
+    y ^= (y << 15) & 0xefc60000;
+    y ^= y >>> 18;
+    return y >>> 0;
+  }
+
+  /** Uniform in [0, 1) with 24 bits (float32 resolution). */
+  uniform(): number {
+    return (this.random() & 0xffffff) * 5.960464477539063e-8; // 2^-24
+  }
+
+  /** Uniform in [0, 1) with 53 bits (float64 resolution). */
+  uniform53(): number {
+    const hi = this.random() >>> 5;
+    const lo = this.random() >>> 6;
+    return (hi * 67108864 + lo) / 9007199254740992;
+  }
+
+  /** Standard normal by Box-Muller; the second value of each pair is kept for the next call. */
+  normal(): number {
+    if (this.spare !== null) {
+      const s = this.spare;
+      this.spare = null;
+      return s;
+    }
+    const u1 = 1 - this.uniform53(); // in (0, 1]: log is finite
+    const u2 = this.uniform53();
+    const r = Math.sqrt(-2 * Math.log(u1));
+    this.spare = r * Math.sin(2 * Math.PI * u2);
+    return r * Math.cos(2 * Math.PI * u2);
+  }
+
+  /** Uniform integer in [low, high). */
+  randint(low: number, high: number): number {
+    const span = high - low;
+    if (span <= 0x100000000) return low + (this.random() % span);
+    return low + Math.floor(this.uniform53() * span);
+  }
+}
+
+/** The default generator used by rand/randn/randint/dropout/init when none is given. */
+export const default_generator = new Generator(67280421310721 % 2 ** 32);
+
+/** Seed the default generator (torch.manual_seed). */
+export function manual_seed(seed: number): Generator {
+  return default_generator.manual_seed(seed);
+}
