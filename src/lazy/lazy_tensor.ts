@@ -16,7 +16,7 @@ import { Tensor } from "./tensor.ts";
 export class LazyTensor extends TensorOps<LazyTensor> {
   readonly isLazy = true;
 
-  constructor(readonly node: Node, readonly device = "cpu") {
+  constructor(public node: Node, readonly device = "cpu") {
     super();
   }
   get shape(): readonly number[] {
@@ -40,6 +40,9 @@ export class LazyTensor extends TensorOps<LazyTensor> {
   }
   lazy(): LazyTensor {
     return this;
+  }
+  protected _assign(src: LazyTensor): void {
+    this.node = src.node;
   }
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {

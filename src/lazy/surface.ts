@@ -606,6 +606,41 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   long(): Self { return this.to("int64"); }
   bool(): Self { return this.to("bool"); }
 
+  // ---- in-place ---------------------------------------------------------------------------
+  /** Write `src`'s values (already broadcast to this shape and cast to this dtype) into this. */
+  protected abstract _assign(src: Self): void;
+  private _checkInplace(op: string): void {
+    if (is_grad_enabled() && this.requires_grad) {
+      throw new LoomAutogradError(
+        this.is_leaf
+          ? `[${op}] a leaf Variable that requires grad is being used in an in-place operation; wrap the update in no_grad()`
+          : `[${op}] in-place operations on tensors that require grad are not supported; use the out-of-place op`,
+      );
+    }
+  }
+  /**
+   * Copy `src` into this tensor, broadcasting and converting dtype (torch.Tensor.copy_).
+   * Eager tensors are written in place (views of them see the change); a LazyTensor is rebound
+   * to the new value (functional semantics: other lazy views keep the old value).
+   * @throws LoomAutogradError on a tensor that requires grad while grad mode is on
+   */
+  copy_(src: Self | Scalar): this {
+    return this._set("copy_", () => (typeof src === "object" ? src : this._wrap(src)));
+  }
+  add_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("add_", () => this.add(o, opts)); }
+  sub_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("sub_", () => this.sub(o, opts)); }
+  mul_(o: Self | Scalar): this { return this._set("mul_", () => this.mul(o)); }
+  div_(o: Self | Scalar): this { return this._set("div_", () => this.div(o)); }
+  clamp_(min?: Self | number | null, max?: Self | number | null): this { return this._set("clamp_", () => this.clamp(min, max)); }
+  fill_(v: number): this { return this._set("fill_", () => this._wrap(v)); }
+  zero_(): this { return this._set("zero_", () => this._wrap(0)); }
+  masked_fill_(mask: Self, value: Self | Scalar): this { return this._set("masked_fill_", () => this.masked_fill(mask, value)); }
+  private _set(op: string, value: () => Self): this {
+    this._checkInplace(op);
+    this._assign(value().to(this.dtype).expand(this.shape as number[]));
+    return this;
+  }
+
   // ---- constants like this ------------------------------------------------------------------
   /** A tensor of `value` with this shape and dtype (a broadcast view of one element). */
   full_like(value: number, dtype: DType = this.dtype): Self {

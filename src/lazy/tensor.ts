@@ -6,7 +6,7 @@ import { Node } from "../graph/node.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { LoomShapeError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
-import type { TensorData } from "../tensor/storage.ts";
+import { forEachStrided, toContiguous, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 import { LazyTensor } from "./lazy_tensor.ts";
 import { TensorOps } from "./surface.ts";
@@ -47,6 +47,12 @@ export class Tensor extends TensorOps<Tensor> {
    * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back
    * to this tensor, so eager parameters can be used inside lazy code.
    */
+  protected _assign(src: Tensor): void {
+    // Read src fully before writing: it may alias this storage (x.copy_(x.t())).
+    const v = toContiguous(src._d, this.dtype);
+    const dst = this._d.data;
+    forEachStrided(this.shape, [this._d], (i, idx) => { dst[idx[0]!] = v.data[i]!; });
+  }
   lazy(): LazyTensor {
     const l = new LazyTensor(Node.source(this._d), this.device);
     if (this.requires_grad) l._linkTo(this);
