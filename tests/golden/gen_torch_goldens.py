@@ -28,6 +28,9 @@ Dtypes: float64 | float32 | int64 | int32 | bool. Bool data are JSON true/false.
 Non-finite floats (in data and in args) are the strings "nan", "inf", "-inf". float32 data are written as the shortest
 decimal that rounds to the same float32.
 
+A scalar in args is a JSON number: JS cannot tell 2.0 from 2, so integer tensors are only combined with
+non-integral float scalars (2.5) or with int scalars (2); JSON true/false are Python bools.
+
 Op ids and args (a scalar operand is given in args under its torch keyword instead of an input)
 -----------------------------------------------------------------------------------------------
 add, sub, mul, div       inputs [input, other] | [input] + {"other": number}
@@ -55,11 +58,14 @@ layer_norm               inputs [input] | [input, weight] | [input, weight, bias
 rms_norm                 inputs [input] | [input, weight], {"normalized_shape": [int], "eps": number}
                          (torch >= 2.4 F.rms_norm; here computed as
                           x * rsqrt(mean(x^2, last dims, keepdim) + eps) * weight)
-embedding                inputs [input(int64 indices), weight]
-cross_entropy            inputs [input [N,C] or [N,C,d], target(int64) [N] or [N,d]],
-                         {"reduction": "mean"|"sum"|"none", "ignore_index": int}
+embedding                inputs [input(int64 indices), weight], {"padding_idx": int|absent}
+cross_entropy            inputs [input [N,C] or [N,C,d], target] | [input, target, weight [C]];
+                         target int64 [N] / [N,d] class indices, or float probabilities shaped like input;
+                         {"reduction": "mean"|"sum"|"none", "ignore_index": int,
+                          "label_smoothing": number|absent}
 scaled_dot_product_attention   inputs [query, key, value] | [query, key, value, attn_mask],
-                         {"is_causal": bool}; attn_mask bool (True = attend) or additive float.
+                         {"is_causal": bool, "scale": number|absent (default 1/sqrt(E))};
+                         attn_mask bool (True = attend) or additive float.
                          (torch >= 2.0 F.scaled_dot_product_attention; here written out as
                           softmax(q k^T / sqrt(E) + mask) v)
 cat, stack               inputs [tensors...], {"dim": int}
@@ -105,7 +111,8 @@ def _rms_norm(xs, a):
 
 def _sdpa(xs, a):
     q, k, v = xs[:3]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [..., L, S]
+    scale = a.get("scale") or 1 / math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(-2, -1) * scale  # [..., L, S]
     L, S = q.shape[-2], k.shape[-2]
     if a.get("is_causal"):
         keep = torch.ones(L, S, dtype=torch.bool).tril(0)  # top-left aligned, as torch 2.x
@@ -137,8 +144,8 @@ OPS = {
     "log_softmax": lambda xs, a: F.log_softmax(xs[0], **a),
     "layer_norm": _layer_norm,
     "rms_norm": _rms_norm,
-    "embedding": lambda xs, a: F.embedding(xs[0], xs[1]),
-    "cross_entropy": lambda xs, a: F.cross_entropy(xs[0], xs[1], **a),
+    "embedding": lambda xs, a: F.embedding(xs[0], xs[1], **a),
+    "cross_entropy": lambda xs, a: F.cross_entropy(*xs, **a),
     "scaled_dot_product_attention": _sdpa,
     "cat": lambda xs, a: torch.cat(xs, **a),
     "stack": lambda xs, a: torch.stack(xs, **a),
@@ -573,6 +580,86 @@ case("sum_int32_to_int64", "sum", lambda r: [r.ints(-100, 100, 3, 4, dtype=I32)]
 case("sum_int32_dim_to_int64", "sum", lambda r: [r.ints(-100, 100, 3, 4, dtype=I32)], {"dim": 1})
 case("sum_bool_to_int64", "sum", lambda r: [r.mask(3, 4)])
 case("sum_int64_dims_keepdim", "sum", lambda r: [r.ints(-100, 100, 2, 3, 2)], {"dim": [0, 2], "keepdim": True})
+
+# Edge cases: NaN propagation, ties, boundaries, special values (torch 1.13 semantics).
+NAN, INF = float("nan"), float("inf")
+f64 = lambda *v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+case("relu_nan", "relu", lambda r: [f64(-1.0, NAN, 2.0)], grad=False)
+case("clamp_nan", "clamp", lambda r: [f64(-2.0, NAN, 0.3, 2.0)], {"min": -1.0, "max": 1.0}, grad=False)
+case("clamp_min_gt_max", "clamp", lambda r: [f64(-1.0, 0.5, 2.0)], {"min": 1.0, "max": 0.0})
+case("clamp_at_bounds", "clamp", lambda r: [f64(-0.5, 0.7, 0.0, -0.9, 1.2)], {"min": -0.5, "max": 0.7})
+case("maximum_nan", "maximum", lambda r: [f64(NAN, 1.0, 2.0), f64(0.0, NAN, 1.0)], grad=False)
+case("minimum_nan", "minimum", lambda r: [f64(NAN, 1.0, 2.0), f64(0.0, NAN, 1.0)], grad=False)
+case("maximum_ties", "maximum", lambda r: [f64(1.0, 2.0, 2.0), f64(0.0, 2.0, 3.0)])
+case("minimum_ties", "minimum", lambda r: [f64(1.0, 2.0, 2.0), f64(0.0, 2.0, 3.0)])
+case("amax_nan", "amax", lambda r: [f64(1.0, NAN, 3.0, 0.0).reshape(2, 2)], {"dim": 1, "keepdim": False}, grad=False)
+case("max_all_nan", "max", lambda r: [f64(1.0, NAN, 3.0)], grad=False)
+case("max_dim_nan", "max", lambda r: [f64(1.0, NAN, 3.0, 4.0, 0.0, 2.0).reshape(2, 3)], {"dim": 1, "keepdim": False},
+     grad=False)
+case("argmax_nan", "argmax", lambda r: [f64(1.0, 5.0, NAN, 3.0)], grad=False)
+case("argmin_nan", "argmin", lambda r: [f64(1.0, -5.0, NAN, 3.0)], grad=False)
+case("max_all_ties", "max", lambda r: [f64(1.0, 3.0, 3.0, 0.5)])  # grad split evenly between ties
+case("amax_ties", "amax", lambda r: [f64(1.0, 3.0, 3.0, 2.0, 2.0, 0.0).reshape(2, 3)], {"dim": 1, "keepdim": False})
+case("max_dim_ties", "max", lambda r: [f64(1.0, 3.0, 3.0, 2.0, 2.0, 0.0).reshape(2, 3)], {"dim": 1, "keepdim": False})
+case("relu_at_zero", "relu", lambda r: [f64(-1.0, 0.0, 1.0)])
+case("abs_at_zero", "abs", lambda r: [f64(-1.0, 0.0, 1.0)])
+case("pow_zero_exponent_at_zero", "pow", lambda r: [f64(0.0, 1.5, -2.0)], {"exponent": 0.0})
+case("pow_neg_base_int_exponent", "pow", lambda r: [f64(-2.0, -0.5, 1.5)], {"exponent": 3.0})
+case("pow_neg_base_frac_exponent", "pow", lambda r: [f64(-2.0, 4.0)], {"exponent": 0.5}, grad=False)
+case("pow_int64_scalar", "pow", lambda r: [r.ints(-4, 5, 5)], {"exponent": 2})
+case("div_by_zero", "div", lambda r: [f64(1.0, -1.0, 0.0, 2.0), f64(0.0, 0.0, 0.0, -0.0)], grad=False)
+case("floor_divide_float", "floor_divide", lambda r: [f64(-7.5, 7.5, -1.0, 3.0), f64(2.0, -2.0, 3.0, 2.0)], grad=False)
+case("remainder_float", "remainder", lambda r: [f64(-7.5, 7.5, -1.0, 3.25), f64(2.0, -2.0, 3.0, 2.0)])
+case("std_single_unbiased", "std", lambda r: [f64(1.5)], {"unbiased": True}, grad=False)
+case("var_f32_offset", "var", lambda r: [1000 + r.randn(8, dtype=F32) * 0.01], {"dim": 0, "unbiased": True,
+                                                                              "keepdim": False})
+case("logsumexp_all_neg_inf", "logsumexp", lambda r: [f64(-INF, -INF, 1.0, 2.0).reshape(2, 2)],
+     {"dim": 1, "keepdim": False}, grad=False)
+case("softmax_all_neg_inf_row", "softmax", lambda r: [f64(-INF, -INF, 1.0, 2.0).reshape(2, 2)], {"dim": 1}, grad=False)
+case("exp_f32_overflow", "exp", lambda r: [torch.tensor([100.0, -200.0, 88.0])], grad=False)
+# int64 0 negated is still 0: through a float op it must give rsqrt(+0) = +inf, not rsqrt(-0) = -inf.
+case("int64_neg_zero_then_rsqrt", "neg", lambda r: [torch.tensor([0, -2, -4])],
+     then=[{"op": "mul", "args": {"other": 0.5}}, {"op": "rsqrt"}])
+case("int64_mul_neg_zero_then_rsqrt", "mul", lambda r: [torch.tensor([0, 3])], {"other": -1},
+     then=[{"op": "mul", "args": {"other": 0.5}}, {"op": "rsqrt"}])
+case("sqrt_int64", "sqrt", lambda r: [torch.tensor([0, 1, 4, 7])])
+case("log_int64", "log", lambda r: [torch.tensor([1, 2, 10])])
+case("exp_bool", "exp", lambda r: [torch.tensor([True, False])])
+case("promote_int64_plus_bool_scalar", "add", lambda r: [r.ints(-3, 3, 4)], {"other": True})
+case("bool_plus_bool", "add", lambda r: [torch.tensor([True, False, False]), torch.tensor([True, True, False])])
+case("bool_mul_bool", "mul", lambda r: [torch.tensor([True, False, True]), torch.tensor([True, True, False])])
+case("cumsum_bool_to_int64", "cumsum", lambda r: [r.mask(6)], {"dim": 0})
+case("one_hot_infer_classes", "one_hot", lambda r: [torch.tensor([0, 3, 1])], {"num_classes": -1})
+case("split_size_gt_dim", "split", lambda r: [r.randn(3, 2)], {"split_size_or_sections": 5, "dim": 0})
+case("chunk_5_into_3", "chunk", lambda r: [r.randn(5)], {"chunks": 3, "dim": 0})
+case("getitem_out_of_range_slice", "getitem", lambda r: [r.randn(4, 3)],
+     {"index": [{"start": -10, "stop": 100, "step": 3}, {"start": 1, "stop": None, "step": None}]})
+case("narrow_neg_start", "narrow", lambda r: [r.randn(5, 2)], {"dim": 0, "start": -3, "length": 2})
+case("embedding_padding_idx", "embedding", lambda r: [torch.tensor([0, 2, 0, 1]), r.randn(3, 2)], {"padding_idx": 0})
+case("cross_entropy_weight_mean_ignore", "cross_entropy",
+     lambda r: [r.randn(5, 3), torch.tensor([2, -100, 0, 1, 2]), pos(r, 3)], {"reduction": "mean", "ignore_index": -100},
+     no_grad=(2,))
+case("cross_entropy_weight_none", "cross_entropy",
+     lambda r: [r.randn(4, 3), torch.tensor([2, 1, 0, 1]), pos(r, 3)], {"reduction": "none", "ignore_index": -100},
+     no_grad=(2,))
+for red in ["mean", "sum", "none"]:
+    case(f"cross_entropy_label_smoothing_{red}", "cross_entropy",
+         lambda r: [r.randn(4, 5), torch.tensor([1, -100, 4, 0])],
+         {"reduction": red, "ignore_index": -100, "label_smoothing": 0.1})
+case("cross_entropy_3d_label_smoothing", "cross_entropy",
+     lambda r: [r.randn(2, 4, 3), torch.tensor([[0, 3, -100], [1, 1, 2]])],
+     {"reduction": "mean", "ignore_index": -100, "label_smoothing": 0.2})
+case("cross_entropy_prob_target", "cross_entropy",
+     lambda r: [r.randn(3, 4), torch.softmax(r.randn(3, 4), dim=-1)], {"reduction": "mean", "ignore_index": -100},
+     no_grad=(1,))
+case("cross_entropy_all_ignored_mean", "cross_entropy",
+     lambda r: [r.randn(2, 3), torch.tensor([-100, -100])], {"reduction": "mean", "ignore_index": -100}, grad=False)
+case("sdpa_scale", "scaled_dot_product_attention",
+     lambda r: [r.randn(1, 2, 3, 4), r.randn(1, 2, 3, 4), r.randn(1, 2, 3, 4)], {"is_causal": False, "scale": 0.3},
+     note=SDPA_NOTE)
+case("sdpa_causal_L_lt_S", "scaled_dot_product_attention",
+     lambda r: [r.randn(1, 1, 2, 4), r.randn(1, 1, 4, 4), r.randn(1, 1, 4, 2)], {"is_causal": True},
+     note=SDPA_NOTE + "; causal mask top-left aligned: torch.ones(L, S).tril(0), as torch 2.x")
 
 
 def write(path):
