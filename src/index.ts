@@ -15,4 +15,5 @@ export { promoteTypes as promote_types, type DType } from "./tensor/dtype.ts";
 export * from "./tensor/errors.ts";
 export { realizeStats } from "./scheduler/realize.ts";
 export { OPS, type OpName } from "./graph/registry.ts";
+export { jsBackend } from "./backends/js/backend.ts";
 export * as io from "./io/index.ts";

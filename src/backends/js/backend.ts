@@ -13,8 +13,8 @@ import {
 } from "../../tensor/storage.ts";
 import type { Backend } from "../backend.ts";
 
-/** Counts ops executed, so tests can see what ran (per backend instance). */
-export interface JsStats { ops: number }
+/** Counts ops executed, in total and per op name, so tests can see what ran. */
+export interface JsStats { ops: number; byOp: Map<string, number> }
 
 function runElementwise(op: ElementwiseOp<any>, ins: readonly TensorData[], out: TensorData): void {
   const f = op.ref;
@@ -64,10 +64,11 @@ function runReduce(op: ReduceOp, x: TensorData, dims: readonly number[], out: Te
 
 export class JsBackend implements Backend {
   readonly name = "js";
-  readonly stats: JsStats = { ops: 0 };
+  readonly stats: JsStats = { ops: 0, byOp: new Map() };
 
   run(op: OpDef, inputs: readonly TensorData[], attrs: any, shape: readonly number[], dtype: DType): TensorData {
     this.stats.ops++;
+    this.stats.byOp.set(op.name, (this.stats.byOp.get(op.name) ?? 0) + 1);
     if (op.kind === "view") {
       const v = op.ref(inputs[0]!, attrs) ?? op.ref(toContiguous(inputs[0]!), attrs);
       if (!v) throw new Error(`[${op.name}] view failed on a contiguous input`);
