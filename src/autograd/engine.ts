@@ -64,10 +64,12 @@ function topoOrder<T extends AutogradTensor<T>>(roots: readonly T[]): T[] {
   return order;
 }
 
-function checkGrad<T extends AutogradTensor<T>>(t: T, g: T): void {
+/** Check the gradient's shape and give it the tensor's dtype (torch casts at every edge). */
+function fitGrad<T extends AutogradTensor<T>>(t: T, g: T): T {
   if (!shapesEqual(t.shape, g.shape)) {
     throw new LoomAutogradError(`[backward] gradient of shape ${fmtShape(g.shape)} does not match tensor of shape ${fmtShape(t.shape)}`);
   }
+  return g.dtype === t.dtype ? g : g.to(t.dtype);
 }
 
 /**
@@ -91,8 +93,7 @@ export function runBackward<T extends AutogradTensor<T>>(
   const body = () => {
     const pending = new Map<T, T>();
     roots.forEach((r, i) => {
-      const g = grads[i]!;
-      checkGrad(r, g);
+      const g = fitGrad(r, grads[i]!);
       const prev = pending.get(r);
       pending.set(r, prev ? prev.add(g) : g);
     });
@@ -116,9 +117,9 @@ export function runBackward<T extends AutogradTensor<T>>(
       }
       const ig = fn.apply(g);
       fn.inputs.forEach((inp, i) => {
-        const gi = ig[i];
-        if (!gi || !inp.requires_grad) return;
-        checkGrad(inp, gi);
+        const g0 = ig[i];
+        if (!g0 || !inp.requires_grad) return;
+        const gi = fitGrad(inp, g0);
         const prev = pending.get(inp);
         pending.set(inp, prev ? prev.add(gi) : gi);
       });

@@ -43,6 +43,7 @@ export interface Diff<T> extends Meta {
   sum_to_size(shape: readonly number[]): T;
   zeros_like(): T;
   sin(): T;
+  floor(): T;
   cos(): T;
   narrow(dim: number, start: number, length: number): T;
   /** Apply a registry op to (this, ...rest); used by rules that need a primitive directly. */

@@ -239,10 +239,10 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     if ((min === undefined || min === null) && (max === undefined || max === null)) {
       throw new LoomValueError("[clamp] at least one of 'min' or 'max' must not be None");
     }
+    // min(max(x, min), max) as torch: with min > max everything becomes max; NaN stays NaN
     let r = this as unknown as Self;
-    const x = r;
-    if (min !== undefined && min !== null) r = r.where(x.ge(min), min);
-    if (max !== undefined && max !== null) r = r.where(x.le(max), max);
+    if (min !== undefined && min !== null) r = r.where(r.ge(min).logical_or(r.isnan()), min);
+    if (max !== undefined && max !== null) r = r.where(r.le(max).logical_or(r.isnan()), max);
     return r;
   }
   clip(min?: Self | number | null, max?: Self | number | null): Self {

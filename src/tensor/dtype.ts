@@ -180,7 +180,7 @@ export function encoder(d: DType): ((v: number) => number) | null {
   switch (d) {
     case "float16": return floatToHalf;
     case "bfloat16": return floatToBf16;
-    case "int64": return (v) => (Number.isNaN(v) ? 0 : Math.trunc(v));
+    case "int64": return (v) => Math.trunc(v) || 0; // NaN -> 0 and -0 -> 0: integers have no signed zero
     case "bool": return (v) => (v !== 0 ? 1 : 0);
     default: return null;
   }

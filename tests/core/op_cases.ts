@@ -87,6 +87,8 @@ export const OP_CASES: OpCase[] = [
   { name: "mul_broadcast", inputs: () => [rnd([3, 1]), rnd([1, 4])], fn: (a, b) => a.mul(b), second: true },
   { name: "div", inputs: () => [rnd([3, 4]), pos([3, 4])], fn: (a, b) => a.div(b), second: true },
   { name: "rsub_scalar_div", inputs: () => [pos([4])], fn: (a) => a.rsub(1).div(a) },
+  // a/b stays away from integers so floor(a/b) is locally constant
+  { name: "remainder", inputs: () => [loom.tensor([2.3, -1.7, 5.2, 0.45], { dtype: "float64" }), loom.tensor([0.7, 0.9, -1.1, 0.3], { dtype: "float64" })], fn: (a, b) => a.remainder(b) },
   { name: "pow_tensor", inputs: () => [pos([3, 4]), rnd([3, 4])], fn: (a, b) => a.pow(b), second: true },
   { name: "pow_scalar", inputs: () => [rnd([5])], fn: (a) => a.pow(3), second: true },
   { name: "maximum", inputs: () => [rnd([3, 4]), rnd([4])], fn: (a, b) => a.maximum(b) },

@@ -66,7 +66,8 @@ export const sin = unary("sin", Math.sin, floatDtype, (g, [x]) => [g.mul(x!.cos(
 export const cos = unary("cos", Math.cos, floatDtype, (g, [x]) => [g.mul(x!.sin()).neg()]);
 export const tanh = unary("tanh", Math.tanh, floatDtype, (g, _, out) => [g.mul(out.mul(out).neg().add(1))]);
 export const sigmoid = unary("sigmoid", (x) => 1 / (1 + Math.exp(-x)), floatDtype, (g, _, out) => [g.mul(out.mul(out.neg().add(1)))]);
-export const relu = unary("relu", (x) => (x > 0 ? x : 0), noBool("relu"), (g, _, out) => [g.mul(mask(out.gt(0), g))]);
+export const relu = unary("relu", (x) => (x > 0 || Number.isNaN(x) ? x : 0), // NaN propagates, as torch
+  noBool("relu"), (g, _, out) => [g.mul(mask(out.gt(0), g))]);
 export const erf_ = unary("erf", erf, floatDtype, (g, [x]) => [g.mul(x!.mul(x!).neg().exp().mul(TWO_OVER_SQRT_PI))]);
 export const floor = unary("floor", Math.floor, sameDtype, (g) => [g.zeros_like()]);
 export const ceil = unary("ceil", Math.ceil, sameDtype, (g) => [g.zeros_like()]);
@@ -112,7 +113,11 @@ export const div = binary("div", (a, b) => a / b, (i) => promoteFloat(resultType
 /** torch.floor_divide / `//`: rounds toward negative infinity (also for integers). */
 export const floor_divide = binary("floor_divide", (a, b) => Math.floor(a / b), noBool("floor_divide"));
 /** torch.remainder: the result has the sign of the divisor (Python's %). */
-export const remainder = binary("remainder", (a, b) => a - Math.floor(a / b) * b, noBool("remainder"));
+export const remainder = binary("remainder", (a, b) => a - Math.floor(a / b) * b, noBool("remainder"), (g, [a, b], _o, _a, needs) => [
+  needs[0] ? g.sum_to_size(a!.shape) : null,
+  // a - floor(a/b)·b: floor is piecewise constant, so d/db = -floor(a/b)
+  needs[1] ? g.mul(a!.div(b!).floor()).neg().sum_to_size(b!.shape) : null,
+]);
 export const pow = binary("pow", Math.pow, noBool("pow"), (g, [a, b], out, _a, needs) => [
   // d/da a^b = b a^(b-1), 0 where b == 0 (torch masks it so 0^0 has no NaN gradient)
   needs[0] ? g.mul(b!).mul(a!.pow(b!.sub(1))).where(b!.ne(0), 0).sum_to_size(a!.shape) : null,
