@@ -36,20 +36,15 @@ export const matmul = defineOp<{}, KernelOp<{}>>({
     const sb = broadcastStrides(b!.shape.slice(0, -2), b!.strides.slice(0, -2), batch);
     const [am, ak] = a!.strides.slice(-2) as [number, number];
     const [bk, bn] = b!.strides.slice(-2) as [number, number];
-    const A = a!.data, B = b!.data, C = out.data;
-    const row = new Float64Array(N);
+    // Pack each operand's matrix densely (row-major, float64) so the inner loop is a unit-stride
+    // axpy over a row of B; accumulate in float64 and round once when storing.
+    const Ap = new Float64Array(M * K), Bp = new Float64Array(K * N), Cp = new Float64Array(M * N);
+    const C = out.data;
     forEachStrided(batch, [{ strides: sa, offset: a!.offset }, { strides: sb, offset: b!.offset }], (bi, idx) => {
-      const a0 = idx[0]!, b0 = idx[1]!, c0 = bi * M * N;
-      for (let i = 0; i < M; i++) {
-        row.fill(0);
-        for (let k = 0; k < K; k++) {
-          const av = A[a0 + i * am + k * ak]!;
-          if (av === 0) continue;
-          const bb = b0 + k * bk;
-          for (let j = 0; j < N; j++) row[j] += av * B[bb + j * bn]!;
-        }
-        for (let j = 0; j < N; j++) C[c0 + i * N + j] = row[j]!;
-      }
+      pack(a!.data, idx[0]!, M, K, am, ak, Ap);
+      pack(b!.data, idx[1]!, K, N, bk, bn, Bp);
+      gemm(Ap, Bp, Cp, M, N, K);
+      C.set(Cp, bi * M * N);
     });
   },
   grad: (g, [a, b], _o, _a, needs) => [
@@ -57,6 +52,54 @@ export const matmul = defineOp<{}, KernelOp<{}>>({
     needs[1] ? a!.transpose(-2, -1).matmul(g).sum_to_size(b!.shape) : null,
   ],
 });
+
+/**
+ * C = A·B for dense row-major float64 A [M, K], B [K, N] (C is overwritten). Four rows of C are
+ * updated per pass over a row of B, so each B element loaded feeds four multiply-adds; k is
+ * blocked so the block of B stays in cache across rows.
+ */
+function gemm(A: Float64Array, B: Float64Array, C: Float64Array, M: number, N: number, K: number): void {
+  C.fill(0);
+  const KB = 128;
+  for (let k0 = 0; k0 < K; k0 += KB) {
+    const k1 = k0 + KB < K ? k0 + KB : K;
+    let i = 0;
+    for (; i + 4 <= M; i += 4) {
+      const c0 = i * N, c1 = c0 + N, c2 = c1 + N, c3 = c2 + N;
+      for (let k = k0; k < k1; k++) {
+        const a0 = A[i * K + k]!, a1 = A[(i + 1) * K + k]!, a2 = A[(i + 2) * K + k]!, a3 = A[(i + 3) * K + k]!;
+        const bo = k * N;
+        for (let j = 0; j < N; j++) {
+          const b = B[bo + j]!;
+          C[c0 + j] += a0 * b;
+          C[c1 + j] += a1 * b;
+          C[c2 + j] += a2 * b;
+          C[c3 + j] += a3 * b;
+        }
+      }
+    }
+    for (; i < M; i++) {
+      const ci = i * N;
+      for (let k = k0; k < k1; k++) {
+        const av = A[i * K + k]!;
+        const bo = k * N;
+        for (let j = 0; j < N; j++) C[ci + j] += av * B[bo + j]!;
+      }
+    }
+  }
+}
+
+/** Copy a strided [R, C] matrix starting at `off` into dense row-major `dst`. */
+function pack(src: TensorData["data"], off: number, R: number, Cn: number, sr: number, sc: number, dst: Float64Array): void {
+  if (sc === 1) {
+    for (let r = 0; r < R; r++) {
+      const o = off + r * sr, d = r * Cn;
+      for (let c = 0; c < Cn; c++) dst[d + c] = src[o + c]!;
+    }
+    return;
+  }
+  for (let r = 0; r < R; r++) for (let c = 0; c < Cn; c++) dst[r * Cn + c] = src[off + r * sr + c * sc]!;
+}
 
 function checkIndex(op: string, v: number, size: number, dim: number): number {
   if (v < -size || v >= size) throw new LoomIndexError(`[${op}] index ${v} is out of bounds for dimension ${dim} with size ${size}`);
