@@ -4,6 +4,7 @@
  */
 import * as ew from "./ops/elementwise.ts";
 import * as la from "./ops/linalg_index.ts";
+import * as lora from "./ops/lora.ts";
 import * as mv from "./ops/movement.ts";
 import * as rd from "./ops/reduce.ts";
 import type { OpDef } from "./op.ts";
@@ -26,6 +27,8 @@ export const OPS = {
   // linear algebra and indexing
   matmul: la.matmul, gather: la.gather, scatter_add: la.scatter_add,
   index_select: la.index_select, index_add: la.index_add, tri: la.tri,
+  // fused ops whose decomposition is their reference
+  lora_linear: lora.lora_linear,
 } satisfies Record<string, OpDef>;
 
 export type OpName = keyof typeof OPS;

@@ -247,3 +247,14 @@ export function one_hot<S extends TensorOps<S>>(x: S, num_classes = -1): S {
   return x.unsqueeze(-1).eq(classes).to("int64");
 }
 
+
+/**
+ * LoRA linear, y = x Wᵀ + b + scaling · (x Aᵀ) Bᵀ, as the fused `lora_linear` op
+ * (Hu et al. 2021; PEFT lora.Linear). Equal to `linear(x, W, b) + linear(linear(x, A), B) * scaling`.
+ * @param x - [..., in]; weight - [out, in]; lora_A - [r, in]; lora_B - [out, r]; bias - [out]
+ * @returns [..., out]
+ */
+export function lora_linear<S extends TensorOps<S>>(x: S, weight: S, lora_A: S, lora_B: S, scaling: number, bias?: S | null): S {
+  const rest = bias ? [weight, lora_A, lora_B, bias] : [weight, lora_A, lora_B];
+  return x._apply(OPS.lora_linear, rest, { scaling, has_bias: !!bias });
+}

@@ -151,6 +151,8 @@ export const OP_CASES: OpCase[] = [
   { name: "sdpa_causal", inputs: () => [rnd([2, 3, 4]), rnd([2, 3, 4]), rnd([2, 3, 4])], fn: (q, k, v) => loom.scaled_dot_product_attention(q, k, v, { is_causal: true }), second: true },
   { name: "sdpa_bool_mask", inputs: () => [rnd([1, 2, 3, 4]), rnd([1, 2, 5, 4]), rnd([1, 2, 5, 2]), bool([1, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 1], [3, 5])], fn: (q, k, v, m) => loom.scaled_dot_product_attention(q, k, v, { attn_mask: m }) },
   { name: "sdpa_float_mask_scale", inputs: () => [rnd([3, 4]), rnd([5, 4]), rnd([5, 3]), rnd([3, 5])], fn: (q, k, v, m) => loom.scaled_dot_product_attention(q, k, v, { attn_mask: m, scale: 0.3 }) },
+  { name: "lora_linear", inputs: () => [rnd([2, 3, 4]), rnd([5, 4]), rnd([2, 4]), rnd([5, 2]), rnd([5])], fn: (x, W, A, B, b) => loom.lora_linear(x, W, A, B, 2, b), second: true },
+  { name: "lora_linear_no_bias_strided", inputs: () => [rnd([3, 4]), rnd([4, 5]), rnd([2, 4]), rnd([5, 2])], fn: (x, Wt, A, B) => loom.lora_linear(x, Wt.t(), A, B, 0.5) },
   // ---- non-differentiable (eager-vs-lazy and coverage only)
   { name: "comparisons", nondiff: true, inputs: () => [rnd([3, 4]), rnd([4])], fn: (a, b) => [a.eq(b), a.ne(b), a.lt(b), a.le(b), a.gt(b), a.ge(a)] },
   { name: "logical", nondiff: true, inputs: () => [rnd([3, 4])], fn: (a) => [a.gt(0).logical_and(a.lt(0.5)), a.gt(0).logical_or(a.lt(-0.5)), a.gt(0).logical_not(), a.log().isnan()] },

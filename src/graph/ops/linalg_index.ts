@@ -58,7 +58,7 @@ export const matmul = defineOp<{}, KernelOp<{}>>({
  * updated per pass over a row of B, so each B element loaded feeds four multiply-adds; k is
  * blocked so the block of B stays in cache across rows.
  */
-function gemm(A: Float64Array, B: Float64Array, C: Float64Array, M: number, N: number, K: number): void {
+export function gemm(A: Float64Array, B: Float64Array, C: Float64Array, M: number, N: number, K: number): void {
   C.fill(0);
   const KB = 128;
   for (let k0 = 0; k0 < K; k0 += KB) {
@@ -90,7 +90,7 @@ function gemm(A: Float64Array, B: Float64Array, C: Float64Array, M: number, N: n
 }
 
 /** Copy a strided [R, C] matrix starting at `off` into dense row-major `dst`. */
-function pack(src: TensorData["data"], off: number, R: number, Cn: number, sr: number, sc: number, dst: Float64Array): void {
+export function pack(src: TensorData["data"], off: number, R: number, Cn: number, sr: number, sc: number, dst: Float64Array): void {
   if (sc === 1) {
     for (let r = 0; r < R; r++) {
       const o = off + r * sr, d = r * Cn;
