@@ -27,6 +27,7 @@ export interface AutogradTensor<T> extends Diff<T> {
   grad_fn: GradFnNode<T> | null;
   _retains_grad: boolean;
   detach(): T;
+  contiguous(): T;
 }
 
 export interface BackwardOptions {
@@ -107,7 +108,9 @@ export function runBackward<T extends AutogradTensor<T>>(
       const fn = t.grad_fn;
       if (opts.accumulate && (!fn || t._retains_grad)) {
         const stored = create ? g : g.detach();
-        t.grad = t.grad ? (create ? t.grad.add(stored) : t.grad.detach().add(stored)) : stored;
+        // A first .grad gets its own dense buffer (torch's AccumulateGrad layout contract): g may be
+        // a stride-0 view, another leaf's grad or the caller's gradient, and .grad is updated in place.
+        t.grad = t.grad ? (create ? t.grad.add(stored) : t.grad.detach().add(stored)) : stored.contiguous();
       }
       if (!fn) continue;
       if (fn.released) {

@@ -9,7 +9,7 @@ import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
 import {
-  isFloating, promoteWithScalar, type DType,
+  canCast, isFloating, promoteWithScalar, type DType,
 } from "../tensor/dtype.ts";
 import {
   LoomAutogradError, LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape,
@@ -625,19 +625,24 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * @throws LoomAutogradError on a tensor that requires grad while grad mode is on
    */
   copy_(src: Self | Scalar): this {
-    return this._set("copy_", () => (typeof src === "object" ? src : this._wrap(src)));
+    return this._set("copy_", () => (typeof src === "object" ? src : this._wrap(src)), false);
   }
   add_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("add_", () => this.add(o, opts)); }
   sub_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("sub_", () => this.sub(o, opts)); }
   mul_(o: Self | Scalar): this { return this._set("mul_", () => this.mul(o)); }
   div_(o: Self | Scalar): this { return this._set("div_", () => this.div(o)); }
   clamp_(min?: Self | number | null, max?: Self | number | null): this { return this._set("clamp_", () => this.clamp(min, max)); }
-  fill_(v: number): this { return this._set("fill_", () => this._wrap(v)); }
-  zero_(): this { return this._set("zero_", () => this._wrap(0)); }
+  fill_(v: number): this { return this._set("fill_", () => this._wrap(v), false); }
+  zero_(): this { return this._set("zero_", () => this._wrap(0), false); }
   masked_fill_(mask: Self, value: Self | Scalar): this { return this._set("masked_fill_", () => this.masked_fill(mask, value)); }
-  private _set(op: string, value: () => Self): this {
+  /** `checkCast`: refuse results that cannot be cast back to this dtype (arithmetic ops; copy_ and fill_ convert). */
+  private _set(op: string, value: () => Self, checkCast = true): this {
     this._checkInplace(op);
-    this._assign(value().to(this.dtype).expand(this.shape as number[]));
+    const v = value();
+    if (checkCast && !canCast(v.dtype, this.dtype)) {
+      throw new LoomDtypeError(`[${op}] result type ${v.dtype} can't be cast to the desired output type ${this.dtype}`);
+    }
+    this._assign(v.to(this.dtype).expand(this.shape as number[]));
     return this;
   }
 

@@ -3,8 +3,8 @@
  */
 import type { OpDef } from "../graph/op.ts";
 import { Node } from "../graph/node.ts";
-import type { DType } from "../tensor/dtype.ts";
-import { LoomShapeError, fmtShape } from "../tensor/errors.ts";
+import type { DType, TypedArray } from "../tensor/dtype.ts";
+import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
 import { forEachStrided, toContiguous, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
@@ -48,9 +48,15 @@ export class Tensor extends TensorOps<Tensor> {
    * to this tensor, so eager parameters can be used inside lazy code.
    */
   protected _assign(src: Tensor): void {
-    // Read src fully before writing: it may alias this storage (x.copy_(x.t())).
-    const v = toContiguous(src._d, this.dtype);
+    const { shape, strides } = this._d;
+    if (shape.some((s, i) => s > 1 && strides[i] === 0)) {
+      throw new LoomValueError("[in-place] unsupported operation: more than one element of the written-to tensor refers to a single memory location; make it contiguous() first");
+    }
     const dst = this._d.data;
+    // Read src fully before writing: it may alias this storage (x.copy_(x.t()), x.t().copy_(x)),
+    // and toContiguous returns an already dense buffer as is, so copy a shared one first.
+    const s = src._d.data === dst ? { ...src._d, data: dst.slice() as TypedArray } : src._d;
+    const v = toContiguous(s, this.dtype);
     forEachStrided(this.shape, [this._d], (i, idx) => { dst[idx[0]!] = v.data[i]!; });
   }
   lazy(): LazyTensor {

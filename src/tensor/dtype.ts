@@ -93,6 +93,15 @@ export function promoteWithScalar(t: DType, s: number | boolean): DType {
   return sc === 1 ? "int64" : DEFAULT_FLOAT;
 }
 
+/**
+ * Whether an op result of dtype `from` may be written into a tensor of dtype `to` by an in-place
+ * op (torch's canCast): never float -> integer, never non-bool -> bool.
+ */
+export function canCast(from: DType, to: DType): boolean {
+  if (isFloating(from) && !isFloating(to)) return false;
+  return from === "bool" || to !== "bool";
+}
+
 /** Dtype of ops that always produce floats (exp, sqrt, true division, mean...). */
 export function promoteFloat(d: DType): DType {
   return isFloating(d) ? d : DEFAULT_FLOAT;

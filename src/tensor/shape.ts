@@ -63,6 +63,7 @@ export function normalizeDims(op: string, dim: number | readonly number[] | null
   const list = typeof dim === "number" ? [dim] : dim;
   if (list.length === 0) return Array.from({ length: ndim }, (_, i) => i); // torch: sum(dim=[]) reduces all
   const out = list.map((d) => normalizeDim(op, d, ndim));
+  if (ndim === 0) return []; // a 0-d tensor accepts dim 0 / -1 but has no dim to reduce (torch)
   const seen = new Set<number>();
   for (const d of out) {
     if (seen.has(d)) throw new LoomIndexError(`[${op}] dim ${d} appears multiple times in the list of dims`);

@@ -56,6 +56,11 @@ export const expand: ViewOp<ShapeAttrs> = defineOp<ShapeAttrs, ViewOp<ShapeAttrs
   shape: ([x], a) => {
     const xs = x!.shape;
     const off = a.shape.length - xs.length;
+    const neg = a.shape.findIndex((s) => !Number.isInteger(s) || s < 0);
+    if (neg >= 0) {
+      const where = neg < off ? "in a leading, non-existing dimension" : "at dimension";
+      throw new LoomShapeError(`[expand] the expanded size of the tensor (${a.shape[neg]}) isn't allowed ${where} ${neg}. Target sizes: ${fmtShape(a.shape)}. Tensor sizes: ${fmtShape(xs)}`);
+    }
     const bad = off < 0 ? 0 : xs.findIndex((s, i) => s !== 1 && s !== a.shape[off + i]);
     if (off < 0 || bad >= 0) {
       const why = off < 0
