@@ -14,3 +14,35 @@ export interface Backend {
    */
   run(op: OpDef, inputs: readonly TensorData[], attrs: unknown, shape: readonly number[], dtype: DType): TensorData;
 }
+
+/**
+ * One step of a batch: a registry op (or a fused elementwise chain) writing its preallocated
+ * dense `out`. Steps run in order; a step may read earlier steps' outputs.
+ */
+export type BatchStep =
+  | { readonly op: OpDef; readonly attrs: unknown; readonly inputs: readonly TensorData[]; readonly out: TensorData; readonly chain?: undefined }
+  | { readonly op: null; readonly attrs?: undefined; readonly inputs: readonly TensorData[]; readonly out: TensorData; readonly chain: readonly FusedStep[] };
+
+/**
+ * One op of a fused elementwise chain over registers: registers 0..nin-1 are the step's inputs
+ * (broadcast to `out`), op k writes register nin+k rounded to `dtype` (so the chain equals the
+ * unfused ops), the last register is the output.
+ */
+export interface FusedStep {
+  readonly op: OpDef;
+  readonly dtype: DType;
+  /** Register numbers of the op's operands. */
+  readonly args: readonly number[];
+}
+
+/** A submitted batch: `done` settles when it has run; `wait()` blocks until then (and throws its error). */
+export interface Submission {
+  readonly done: Promise<void>;
+  readonly isDone: boolean;
+  wait(): void;
+}
+
+/** A backend that runs a whole batch as one asynchronous command buffer (the native backend). */
+export interface BatchBackend extends Backend {
+  submit(steps: readonly BatchStep[]): Submission;
+}

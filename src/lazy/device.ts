@@ -1,12 +1,26 @@
 /**
- * Devices and the backend that runs each. Today "cpu" runs on the js reference backend; the
- * native and WebGPU issues register theirs here.
+ * Devices and the backend that runs each. "cpu" runs on the native backend (C kernels through
+ * bun:ffi) whenever it builds, else on the js reference backend. `LOOM_BACKEND=js` selects js;
+ * `LOOM_REQUIRE_NATIVE=1` makes an unavailable native backend an error instead of a fallback;
+ * `set_default_backend("js" | "native")` switches at run time.
  */
 import type { Backend } from "../backends/backend.ts";
 import { jsBackend } from "../backends/js/backend.ts";
+import { nativeBackend, nativeUnavailableReason } from "../backends/native/backend.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 
-const backends = new Map<string, Backend>([["cpu", jsBackend]]);
+function defaultCpu(): Backend {
+  const env = typeof process !== "undefined" ? process.env : {};
+  if (env.LOOM_BACKEND === "js") return jsBackend;
+  const native = nativeBackend();
+  if (native) return native;
+  if (env.LOOM_REQUIRE_NATIVE === "1" || env.LOOM_BACKEND === "native") {
+    throw new LoomValueError(`the native backend is required but unavailable: ${nativeUnavailableReason()}`);
+  }
+  return jsBackend;
+}
+
+const backends = new Map<string, Backend>([["cpu", defaultCpu()]]);
 
 export function backendFor(device: string): Backend {
   const b = backends.get(device);
@@ -17,4 +31,16 @@ export function backendFor(device: string): Backend {
 /** Make `device` run on `backend` (used by backends that load at run time). */
 export function registerBackend(device: string, backend: Backend): void {
   backends.set(device, backend);
+}
+
+/** Run "cpu" tensors on the named backend ("native" throws if it cannot be built). Returns the previous name. */
+export function set_default_backend(name: "js" | "native"): string {
+  const prev = backendFor("cpu").name;
+  if (name === "js") backends.set("cpu", jsBackend);
+  else {
+    const n = nativeBackend();
+    if (!n) throw new LoomValueError(`the native backend is unavailable: ${nativeUnavailableReason()}`);
+    backends.set("cpu", n);
+  }
+  return prev;
 }

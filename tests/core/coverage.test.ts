@@ -4,13 +4,16 @@
  */
 import { expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
+import { nativeBackend } from "../../src/backends/native/backend.ts";
 import { OP_CASES } from "./op_cases.ts";
 
+/** Ops counted by the backends that ran them (js, and native when it is the cpu backend). */
 function traced(run: () => void): Set<string> {
-  const before = new Map(loom.jsBackend.stats.byOp);
+  const stats = [loom.jsBackend.stats, nativeBackend()?.stats].filter((s) => s !== undefined);
+  const before = stats.map((s) => new Map(s.byOp));
   run();
   const hit = new Set<string>();
-  for (const [k, v] of loom.jsBackend.stats.byOp) if (v > (before.get(k) ?? 0)) hit.add(k);
+  stats.forEach((s, i) => { for (const [k, v] of s.byOp) if (v > (before[i]!.get(k) ?? 0)) hit.add(k); });
   return hit;
 }
 

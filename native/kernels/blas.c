@@ -1,0 +1,143 @@
+/*
+ * GEMM: OpenBLAS when it can be loaded (dlopen, no link-time dependency), else a blocked SIMD
+ * GEMM written here. Both are called single-threaded from Loom's own pool (kernels split the
+ * work), so OpenBLAS never starts a second pool that would fight ours for the cores.
+ *
+ * OPENBLAS_CORETYPE is chosen here before the library loads (the environment may export a
+ * slower one): SkylakeX (AVX-512 kernels) when the CPU has AVX-512, else Haswell.
+ * LOOM_OPENBLAS_CORETYPE overrides the choice, LOOM_BLAS=0 disables BLAS, LOOM_BLAS=path loads
+ * that library.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+enum { RowMajor = 101, NoTrans = 111, Trans = 112 };
+typedef void (*sgemm_t)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+typedef void (*dgemm_t)(int, int, int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
+static sgemm_t p_sgemm;
+static dgemm_t p_dgemm;
+static int blas_state = -1; /* -1 not tried, 0 absent, 1 loaded */
+static char blas_name[256];
+
+static void blas_load(void) {
+  blas_state = 0;
+  const char *want = getenv("LOOM_BLAS");
+  if (want && strcmp(want, "0") == 0) return;
+  const char *ct = getenv("LOOM_OPENBLAS_CORETYPE");
+  if (!ct) ct = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+  if (ct) setenv("OPENBLAS_CORETYPE", ct, 1);
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  const char *cands[] = {want, "libopenblas.so.0", "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
+                         "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0", "libopenblas.so", NULL};
+  for (int i = 0; i < 5; i++) {
+    if (!cands[i]) continue;
+    void *h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) continue;
+    p_sgemm = (sgemm_t)dlsym(h, "cblas_sgemm");
+    p_dgemm = (dgemm_t)dlsym(h, "cblas_dgemm");
+    void (*set_threads)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+    if (!p_sgemm || !p_dgemm) { dlclose(h); continue; }
+    if (set_threads) set_threads(1);
+    snprintf(blas_name, sizeof blas_name, "%s (OPENBLAS_CORETYPE=%s)", cands[i], ct ? ct : "auto");
+    blas_state = 1;
+    return;
+  }
+}
+
+/** 1 when OpenBLAS is in use. Loads it on first call. */
+int loom_blas_available(void) {
+  if (blas_state < 0) blas_load();
+  return blas_state;
+}
+
+/** The loaded BLAS library ("" when the built-in GEMM is used). */
+const char *loom_blas_name(void) {
+  loom_blas_available();
+  return blas_name;
+}
+
+/* ---- built-in blocked GEMM -------------------------------------------------------------------- */
+/* C[M,N] = alpha·A·B + beta·C with A(i,k) = A[i*ars + k*acs], B(k,j) = B[k*brs + j*bcs].
+ * Panels of A (MC×KC) and B (KC×NC) are packed densely; the inner kernel updates a 4×NB tile
+ * held in a local array with unit-stride loops the compiler turns into FMA vectors. */
+#define GEMM_FALLBACK(NAME, T)                                                                           \
+  static void NAME(int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t ars, int64_t acs,           \
+                   const T *B, int64_t brs, int64_t bcs, T beta, T *C, int64_t ldc) {                        \
+    enum { MC = 64, KC = 256, NC = 512, NB = 64 };                                                       \
+    for (int64_t i = 0; i < M; i++)                                                                          \
+      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];              \
+    if (K == 0 || alpha == 0) return;                                                                         \
+    T *Bp = malloc(sizeof(T) * KC * NC), *Ap = malloc(sizeof(T) * MC * KC);                                  \
+    for (int64_t j0 = 0; j0 < N; j0 += NC) {                                                                 \
+      int64_t nc = N - j0 < NC ? N - j0 : NC;                                                                \
+      for (int64_t k0 = 0; k0 < K; k0 += KC) {                                                               \
+        int64_t kc = K - k0 < KC ? K - k0 : KC;                                                              \
+        for (int64_t k = 0; k < kc; k++)                                                                     \
+          for (int64_t j = 0; j < nc; j++) Bp[k * nc + j] = B[(k0 + k) * brs + (j0 + j) * bcs];              \
+        for (int64_t i0 = 0; i0 < M; i0 += MC) {                                                             \
+          int64_t mc = M - i0 < MC ? M - i0 : MC;                                                            \
+          for (int64_t i = 0; i < mc; i++)                                                                   \
+            for (int64_t k = 0; k < kc; k++) Ap[i * kc + k] = alpha * A[(i0 + i) * ars + (k0 + k) * acs];   \
+          for (int64_t jb = 0; jb < nc; jb += NB) {                                                          \
+            int64_t nb = nc - jb < NB ? nc - jb : NB;                                                        \
+            for (int64_t i = 0; i < mc; i += 4) {                                                            \
+              int rows = mc - i < 4 ? (int)(mc - i) : 4;                                                     \
+              T acc[4][NB];                                                                                  \
+              memset(acc, 0, sizeof acc);                                                                    \
+              for (int64_t k = 0; k < kc; k++) {                                                             \
+                const T *b = Bp + k * nc + jb;                                                               \
+                T a0 = Ap[i * kc + k], a1 = rows > 1 ? Ap[(i + 1) * kc + k] : 0;                              \
+                T a2 = rows > 2 ? Ap[(i + 2) * kc + k] : 0, a3 = rows > 3 ? Ap[(i + 3) * kc + k] : 0;         \
+                if (nb == NB) {                                                                              \
+                  for (int j = 0; j < NB; j++) {                                                             \
+                    acc[0][j] += a0 * b[j]; acc[1][j] += a1 * b[j];                                          \
+                    acc[2][j] += a2 * b[j]; acc[3][j] += a3 * b[j];                                          \
+                  }                                                                                          \
+                } else {                                                                                     \
+                  for (int j = 0; j < nb; j++) {                                                             \
+                    acc[0][j] += a0 * b[j]; acc[1][j] += a1 * b[j];                                          \
+                    acc[2][j] += a2 * b[j]; acc[3][j] += a3 * b[j];                                          \
+                  }                                                                                          \
+                }                                                                                            \
+              }                                                                                              \
+              for (int r = 0; r < rows; r++) {                                                               \
+                T *c = C + (i0 + i + r) * ldc + j0 + jb;                                                     \
+                for (int j = 0; j < nb; j++) c[j] += acc[r][j];                                              \
+              }                                                                                              \
+            }                                                                                                \
+          }                                                                                                  \
+        }                                                                                                    \
+      }                                                                                                      \
+    }                                                                                                        \
+    free(Bp);                                                                                                \
+    free(Ap);                                                                                                \
+  }
+
+GEMM_FALLBACK(gemm_builtin_f32, float)
+GEMM_FALLBACK(gemm_builtin_f64, double)
+
+void loom_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (loom_blas_available() && K > 0) {
+    p_sgemm(RowMajor, ta ? Trans : NoTrans, tb ? Trans : NoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,
+            beta, C, (int)ldc);
+    return;
+  }
+  gemm_builtin_f32(M, N, K, alpha, A, ta ? 1 : lda, ta ? lda : 1, B, tb ? 1 : ldb, tb ? ldb : 1, beta, C, ldc);
+}
+
+void loom_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
+                   const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (loom_blas_available() && K > 0) {
+    p_dgemm(RowMajor, ta ? Trans : NoTrans, tb ? Trans : NoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,
+            beta, C, (int)ldc);
+    return;
+  }
+  gemm_builtin_f64(M, N, K, alpha, A, ta ? 1 : lda, ta ? lda : 1, B, tb ? 1 : ldb, tb ? ldb : 1, beta, C, ldc);
+}

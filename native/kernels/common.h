@@ -1,0 +1,209 @@
+/*
+ * Shared definitions of Loom's native kernels: dtype codes, tensor descriptors, value loads and
+ * stores that reproduce the js backend's conversions bit for bit, and the thread pool's
+ * parallel_for (implemented in shim.c).
+ *
+ * Kernels compute in double, as the js reference does (its values are JS numbers), and round
+ * once on store. Storage follows src/tensor/dtype.ts: int64 lives in a double array holding
+ * integers, float16/bfloat16 are raw bits, bool is a byte 0/1.
+ */
+#ifndef LOOM_COMMON_H
+#define LOOM_COMMON_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { DT_F32 = 0, DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64, DT_I8, DT_U8, DT_BOOL };
+
+#define LOOM_MAXD 16
+/** Most inputs of one instruction (cat is variadic); elementwise/fused take at most LOOM_EW_MAXIN. */
+#define LOOM_MAXIN 64
+#define LOOM_EW_MAXIN 16
+/** Elements per block of the vectorized interpreters (fits L1 as doubles for a few operands). */
+#define LOOM_BLOCK 512
+
+/** A strided view on a buffer: element strides and offset, as TensorData in TypeScript. */
+typedef struct {
+  char *p;
+  int dt;
+  int nd;
+  int64_t off;
+  int64_t shape[LOOM_MAXD];
+  int64_t st[LOOM_MAXD];
+} tdesc;
+
+static inline int dt_size(int dt) {
+  switch (dt) {
+    case DT_F32: case DT_I32: return 4;
+    case DT_F64: case DT_I64: return 8;
+    case DT_F16: case DT_BF16: return 2;
+    default: return 1;
+  }
+}
+
+static inline int64_t t_numel(const tdesc *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->nd; i++) n *= t->shape[i];
+  return n;
+}
+
+/* ---- half precision (bit-identical to src/tensor/dtype.ts) ---------------------------------- */
+static inline float f16_to_f32(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+  if (e == 0) {
+    float v = (float)m * 5.9604644775390625e-8f; /* 2^-24 */
+    return (h & 0x8000) ? -v : v;
+  }
+  if (e == 31) x = s | 0x7f800000u | (m << 13);
+  else x = s | ((e + 112) << 23) | (m << 13);
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static inline uint16_t f32_to_f16(float v) {
+  uint32_t x;
+  memcpy(&x, &v, 4);
+  uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+  int e = (int)exp - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    mant |= 0x800000;
+    int shift = 14 - e;
+    uint32_t half = 1u << (shift - 1), r = mant >> shift, rem = mant & ((1u << shift) - 1);
+    if (rem > half || (rem == half && (r & 1))) r++;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = mant >> 13, rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) {
+    r++;
+    if (r == 0x400) { r = 0; e++; if (e >= 31) return (uint16_t)(sign | 0x7c00); }
+  }
+  return (uint16_t)(sign | ((uint32_t)e << 10) | r);
+}
+
+static inline float bf16_to_f32(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static inline uint16_t f32_to_bf16(float v) {
+  uint32_t x;
+  memcpy(&x, &v, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)(((x >> 16) | 0x40) & 0xffff);
+  uint32_t lsb = (x >> 16) & 1;
+  return (uint16_t)(((x + 0x7fff + lsb) >> 16) & 0xffff);
+}
+
+/* ---- integer stores: JavaScript's typed-array conversions ------------------------------------ */
+/** ToInt32-style wrap of a double into [0, 2^bits) (NaN and infinities give 0). */
+static inline uint32_t js_wrap(double d, double mod) {
+  if (!isfinite(d)) return 0;
+  double t = trunc(d);
+  if (t >= 0 && t < mod) return (uint32_t)t;
+  double m = fmod(t, mod);
+  if (m < 0) m += mod;
+  return (uint32_t)m;
+}
+
+static inline double load1(const char *p, int dt, int64_t i) {
+  switch (dt) {
+    case DT_F32: return ((const float *)p)[i];
+    case DT_F64: case DT_I64: return ((const double *)p)[i];
+    case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+    case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case DT_I32: return ((const int32_t *)p)[i];
+    case DT_I8: return ((const int8_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+  }
+}
+
+static inline void store1(char *p, int dt, int64_t i, double v) {
+  switch (dt) {
+    case DT_F32: ((float *)p)[i] = (float)v; break;
+    case DT_F64: ((double *)p)[i] = v; break;
+    case DT_I64: { double t = isnan(v) ? 0 : trunc(v); ((double *)p)[i] = t + 0.0; break; }
+    case DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
+    case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case DT_I32: ((int32_t *)p)[i] = (int32_t)js_wrap(v, 4294967296.0); break;
+    case DT_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)js_wrap(v, 256.0); break;
+    case DT_U8: ((uint8_t *)p)[i] = (uint8_t)js_wrap(v, 256.0); break;
+    default: ((uint8_t *)p)[i] = v != 0; break; /* bool: NaN is truthy here, as `v !== 0` */
+  }
+}
+
+/** Load n elements with element stride s (0 = broadcast) starting at element i0 into doubles. */
+void load_block(double *dst, const char *p, int dt, int64_t i0, int64_t s, int n);
+/** Store n doubles with element stride s starting at element i0, converting as the js backend. */
+void store_block(char *p, int dt, int64_t i0, int64_t s, const double *src, int n);
+
+/* ---- thread pool (shim.c) -------------------------------------------------------------------- */
+typedef void (*loom_task)(void *ctx, int64_t begin, int64_t end);
+/** Run fn over [0, n) split into contiguous chunks on the pool; serial below `grain` items. */
+void loom_parallel_for(int64_t n, int64_t grain, loom_task fn, void *ctx);
+int loom_nthreads(void);
+/** Record an error for the current command (first one wins); kernels then return. */
+void loom_set_error(const char *fmt, ...);
+
+
+/* ---- the op table: one line per registry op (names equal src/graph/registry.ts keys) --------- */
+/* X(name, kernel): elementwise ops first, in this order; their index is the opcode. */
+#define LOOM_EW_OPS(X) \
+  X(neg) X(abs) X(sign) X(exp) X(log) X(log1p) X(sqrt) X(rsqrt) X(reciprocal) X(sin) X(cos) \
+  X(tanh) X(sigmoid) X(relu) X(erf) X(floor) X(ceil) X(round) X(isnan) X(logical_not) \
+  X(contiguous) X(cast) X(add) X(sub) X(mul) X(div) X(floor_divide) X(remainder) X(pow) \
+  X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or) X(where)
+#define LOOM_KERNEL_OPS(X) \
+  X(sum, k_reduce) X(amax, k_reduce) X(amin, k_reduce) X(argmax, k_arg) X(argmin, k_arg) \
+  X(cumsum, k_cumsum) X(slice_backward, k_slice_backward) X(cat, k_cat) X(matmul, k_matmul) \
+  X(gather, k_gather) X(scatter_add, k_scatter_add) X(index_select, k_index_select) \
+  X(index_add, k_index_add) X(tri, k_tri) X(lora_linear, k_lora_linear) X(fused, k_fused)
+
+#define LOOM_ENUM_EW(n) OP_##n,
+#define LOOM_ENUM_K(n, k) OP_##n,
+enum { LOOM_EW_OPS(LOOM_ENUM_EW) OP_EW_END, OP_K_BEGIN = OP_EW_END - 1, LOOM_KERNEL_OPS(LOOM_ENUM_K) OP_END };
+
+/* ---- the kernels (kernels/), called by the interpreter with parsed operands --------------- */
+typedef struct {
+  int op;
+  int nin;
+  int nattr;
+  const double *attr;
+  tdesc out;
+  tdesc in[LOOM_MAXIN];
+} loom_instr;
+
+int k_elementwise(const loom_instr *I);
+int k_reduce(const loom_instr *I);
+int k_arg(const loom_instr *I);
+int k_cumsum(const loom_instr *I);
+int k_matmul(const loom_instr *I);
+int k_lora_linear(const loom_instr *I);
+int k_gather(const loom_instr *I);
+int k_scatter_add(const loom_instr *I);
+int k_index_select(const loom_instr *I);
+int k_index_add(const loom_instr *I);
+int k_tri(const loom_instr *I);
+int k_cat(const loom_instr *I);
+int k_slice_backward(const loom_instr *I);
+int k_fused(const loom_instr *I);
+
+/** Copy src (strided, any dtype) into dst (strided, any dtype) with the js conversions. */
+void copy_strided(const tdesc *dst, const tdesc *src);
+/** Drop size-1 dims and merge dims that are contiguous in every operand; returns the new ndim. */
+int collapse_dims(int nd, int64_t *shape, int nops, int64_t **strides);
+
+/* blas.c */
+int loom_blas_available(void);
+void loom_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+void loom_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
+                   const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+
+#endif

@@ -1,0 +1,171 @@
+/*
+ * Indexing and data movement: gather, scatter_add, index_select, index_add, tri (tril/triu),
+ * cat and slice_backward. Semantics and error messages follow src/graph/ops/linalg_index.ts and
+ * movement.ts; every kernel writes its whole (dense) output, so outputs may live in a reused
+ * workspace.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+/** Normalize index v for a dim of `size`, or record the reference's error and return -1. */
+static int64_t check_index(const char *op, double v, int64_t size, int dim) {
+  if (v < -(double)size || v >= (double)size || isnan(v)) {
+    loom_set_error("[%s] index %.17g is out of bounds for dimension %d with size %lld", op, v, dim, (long long)size);
+    return -1;
+  }
+  return (int64_t)(v < 0 ? v + size : v);
+}
+
+/** Storage offset of the k-th row-major element of shape `sh` under strides `st`. */
+static inline int64_t offset_of(int nd, const int64_t *sh, const int64_t *st, int64_t base, int64_t k) {
+  for (int d = nd - 1; d >= 0; d--) {
+    base += (k % sh[d]) * st[d];
+    k /= sh[d];
+  }
+  return base;
+}
+
+/** A view of t with dim `dim` narrowed to [start, start+len). */
+static tdesc narrow(const tdesc *t, int dim, int64_t start, int64_t len) {
+  tdesc v = *t;
+  v.shape[dim] = len;
+  v.off += start * t->st[dim];
+  return v;
+}
+
+static void zero_dense(const tdesc *o) {
+  memset(o->p + o->off * dt_size(o->dt), 0, (size_t)(t_numel(o) * dt_size(o->dt)));
+}
+
+/** out[i] = x[... index[i] at dim ...] over the index's elements (out dense, shaped as index). */
+int k_gather(const loom_instr *I) {
+  const tdesc *x = &I->in[0], *ix = &I->in[1], *o = &I->out;
+  int dim = (int)I->attr[0];
+  int64_t n = t_numel(ix), size = x->shape[dim];
+  int64_t xs[LOOM_MAXD];
+  for (int d = 0; d < x->nd; d++) xs[d] = d == dim ? 0 : x->st[d];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t k = check_index("gather", load1(ix->p, ix->dt, offset_of(ix->nd, ix->shape, ix->st, ix->off, i)), size, dim);
+    if (k < 0) return 1;
+    int64_t xo = offset_of(ix->nd, ix->shape, xs, x->off, i) + k * x->st[dim];
+    store1(o->p, o->dt, o->off + i, load1(x->p, x->dt, xo));
+  }
+  return 0;
+}
+
+/** out = x; out[... index[i] at dim ...] += src[i] over the index's elements. */
+int k_scatter_add(const loom_instr *I) {
+  const tdesc *x = &I->in[0], *ix = &I->in[1], *src = &I->in[2], *o = &I->out;
+  int dim = (int)I->attr[0];
+  copy_strided(o, x);
+  int64_t n = t_numel(ix), size = o->shape[dim];
+  int64_t os[LOOM_MAXD];
+  for (int d = 0; d < o->nd; d++) os[d] = d == dim ? 0 : o->st[d];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t k = check_index("scatter_add", load1(ix->p, ix->dt, offset_of(ix->nd, ix->shape, ix->st, ix->off, i)), size, dim);
+    if (k < 0) return 1;
+    int64_t oo = offset_of(ix->nd, ix->shape, os, o->off, i) + k * o->st[dim];
+    double v = load1(src->p, src->dt, offset_of(ix->nd, ix->shape, src->st, src->off, i));
+    store1(o->p, o->dt, oo, load1(o->p, o->dt, oo) + v);
+  }
+  return 0;
+}
+
+/** Read and check a 1-D (or 0-d) index into ks; returns 0 on success. */
+static int read_indices(const char *op, const tdesc *ix, int64_t size, int dim, int64_t *ks, int64_t n) {
+  int64_t s = ix->nd > 0 ? ix->st[0] : 0;
+  for (int64_t j = 0; j < n; j++) {
+    ks[j] = check_index(op, load1(ix->p, ix->dt, ix->off + j * s), size, dim);
+    if (ks[j] < 0) return 1;
+  }
+  return 0;
+}
+
+int k_index_select(const loom_instr *I) {
+  const tdesc *x = &I->in[0], *ix = &I->in[1], *o = &I->out;
+  int dim = (int)I->attr[0];
+  int64_t n = t_numel(ix);
+  int64_t *ks = malloc(sizeof(int64_t) * (n > 0 ? n : 1));
+  int bad = read_indices("index_select", ix, x->shape[dim], dim, ks, n);
+  for (int64_t j = 0; j < n && !bad; j++) {
+    tdesc s = narrow(x, dim, ks[j], 1), d = narrow(o, dim, j, 1);
+    copy_strided(&d, &s);
+  }
+  free(ks);
+  return bad;
+}
+
+int k_index_add(const loom_instr *I) {
+  const tdesc *x = &I->in[0], *ix = &I->in[1], *src = &I->in[2], *o = &I->out;
+  int dim = (int)I->attr[0];
+  int64_t n = t_numel(ix);
+  int64_t *ks = malloc(sizeof(int64_t) * (n > 0 ? n : 1));
+  int bad = read_indices("index_add", ix, x->shape[dim], dim, ks, n);
+  if (!bad) copy_strided(o, x);
+  for (int64_t j = 0; j < n && !bad; j++) {
+    loom_instr A;
+    memset(&A, 0, sizeof A);
+    A.op = OP_add;
+    A.nin = 2;
+    A.out = narrow(o, dim, ks[j], 1);
+    A.in[0] = A.out;
+    A.in[1] = narrow(src, dim, j, 1);
+    k_elementwise(&A);
+  }
+  free(ks);
+  return bad;
+}
+
+/** tril/triu over the last two dims: attrs = [diagonal, upper]. */
+int k_tri(const loom_instr *I) {
+  const tdesc *x = &I->in[0], *o = &I->out;
+  int64_t diag = (int64_t)I->attr[0];
+  int upper = I->attr[1] != 0;
+  int64_t R = x->shape[x->nd - 2], C = x->shape[x->nd - 1], n = t_numel(x);
+  if (n == 0) return 0;
+  double row[LOOM_BLOCK];
+  for (int64_t r0 = 0; r0 < n / C; r0++) {
+    int64_t r = r0 % R;
+    int64_t xo = offset_of(x->nd - 1, x->shape, x->st, x->off, r0);
+    for (int64_t c0 = 0; c0 < C; c0 += LOOM_BLOCK) {
+      int m = (int)(C - c0 < LOOM_BLOCK ? C - c0 : LOOM_BLOCK);
+      load_block(row, x->p, x->dt, xo + c0 * x->st[x->nd - 1], x->st[x->nd - 1], m);
+      for (int j = 0; j < m; j++) {
+        int64_t c = c0 + j;
+        int keep = upper ? c - r >= diag : c - r <= diag;
+        if (!keep) row[j] = 0;
+      }
+      store_block(o->p, o->dt, o->off + r0 * C + c0, 1, row, m);
+    }
+  }
+  return 0;
+}
+
+/** attrs = [dim]: inputs copied side by side along dim (with dtype conversion). */
+int k_cat(const loom_instr *I) {
+  int dim = (int)I->attr[0];
+  int64_t start = 0;
+  for (int k = 0; k < I->nin; k++) {
+    int64_t len = I->in[k].shape[dim];
+    tdesc d = narrow(&I->out, dim, start, len);
+    copy_strided(&d, &I->in[k]);
+    start += len;
+  }
+  return 0;
+}
+
+/** attrs = [dim, start, end, step]: zeros with g written at the sliced positions. */
+int k_slice_backward(const loom_instr *I) {
+  const tdesc *o = &I->out;
+  int dim = (int)I->attr[0];
+  int64_t start = (int64_t)I->attr[1], step = (int64_t)I->attr[3];
+  zero_dense(o);
+  tdesc d = *o;
+  d.shape[dim] = I->in[0].shape[dim];
+  d.st[dim] = o->st[dim] * step;
+  d.off = o->off + start * o->st[dim];
+  copy_strided(&d, &I->in[0]);
+  return 0;
+}

@@ -1,0 +1,266 @@
+/*
+ * Loom's native shim: the FFI ABI that src/backends/native/ loads with bun:ffi.
+ *
+ * A command buffer is a flat array of doubles (pointers and integers are exact below 2^53):
+ *   instruction = [opcode, nwords, nin, nattr, attr[nattr], out tensor, in tensor × nin]
+ *   tensor      = [address, dtype, ndim, offset, shape[ndim], strides[ndim]]
+ * `loom_exec` runs one on the calling thread (eager ops, synchronous reads); `loom_submit`
+ * queues one for the executor thread and returns at once, so JavaScript keeps building the
+ * next graph; completion is a flag JavaScript polls (`loom_done`), an optional threadsafe
+ * callback, or a blocking `loom_wait`. One thread pool serves every kernel (the executor or
+ * the calling thread is worker 0); BLAS runs single-threaded inside it, so two pools never
+ * compete for the cores.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "kernels/common.h"
+
+/* ---- op table ------------------------------------------------------------------------------ */
+typedef int (*kernel_fn)(const loom_instr *);
+#define NAME_EW(n) #n ","
+#define NAME_K(n, k) #n ","
+static const char OP_NAMES[] = LOOM_EW_OPS(NAME_EW) LOOM_KERNEL_OPS(NAME_K) "";
+#define FN_EW(n) k_elementwise,
+#define FN_K(n, k) k,
+static const kernel_fn KERNELS[] = {LOOM_EW_OPS(FN_EW) LOOM_KERNEL_OPS(FN_K)};
+
+/** Comma-separated op names in opcode order: TypeScript derives its opcode map from this. */
+const char *loom_op_names(void) { return OP_NAMES; }
+int loom_abi_version(void) { return 1; }
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+static _Thread_local char *err_slot; /* the error buffer of the command being run */
+static char sync_err[512];
+
+void loom_set_error(const char *fmt, ...) {
+  char *e = err_slot ? err_slot : sync_err;
+  if (e[0]) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e, 512, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- thread pool ----------------------------------------------------------------------------- */
+static int nthreads = 1;
+static pthread_t workers[64];
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static atomic_long pool_gen;     /* bumped once per parallel job */
+static atomic_int pool_pending;  /* helper chunks not yet finished */
+static atomic_int pool_sleepers;
+static struct { loom_task fn; void *ctx; int64_t n; int parts; } job;
+
+int loom_nthreads(void) { return nthreads; }
+
+static void run_part(int part) {
+  int64_t b = job.n * part / job.parts, e = job.n * (part + 1) / job.parts;
+  if (b < e) job.fn(job.ctx, b, e);
+}
+
+static void *worker_main(void *arg) {
+  int id = (int)(intptr_t)arg;
+  long seen = 0;
+  for (;;) {
+    /* spin briefly (the next kernel of a plan usually follows at once), then sleep */
+    int spins = 0;
+    while (atomic_load_explicit(&pool_gen, memory_order_acquire) == seen) {
+      if (++spins < 20000) { __builtin_ia32_pause(); continue; }
+      pthread_mutex_lock(&pool_mu);
+      atomic_fetch_add(&pool_sleepers, 1);
+      while (atomic_load(&pool_gen) == seen) pthread_cond_wait(&pool_cv, &pool_mu);
+      atomic_fetch_sub(&pool_sleepers, 1);
+      pthread_mutex_unlock(&pool_mu);
+    }
+    seen = atomic_load(&pool_gen);
+    if (id < job.parts) run_part(id);
+    atomic_fetch_sub_explicit(&pool_pending, 1, memory_order_release);
+  }
+  return NULL;
+}
+
+void loom_parallel_for(int64_t n, int64_t grain, loom_task fn, void *ctx) {
+  if (n <= 0) return;
+  int parts = nthreads;
+  if (grain < 1) grain = 1;
+  if (n / grain < parts) parts = (int)(n / grain);
+  if (parts <= 1) { fn(ctx, 0, n); return; }
+  job.fn = fn; job.ctx = ctx; job.n = n; job.parts = parts;
+  atomic_store(&pool_pending, nthreads - 1);
+  atomic_fetch_add_explicit(&pool_gen, 1, memory_order_release);
+  if (atomic_load(&pool_sleepers) > 0) {
+    pthread_mutex_lock(&pool_mu);
+    pthread_cond_broadcast(&pool_cv);
+    pthread_mutex_unlock(&pool_mu);
+  }
+  run_part(0);
+  while (atomic_load_explicit(&pool_pending, memory_order_acquire) > 0) __builtin_ia32_pause();
+}
+
+/* ---- parsing and running a command buffer ------------------------------------------------------ */
+static const double *parse_tensor(const double *w, tdesc *t) {
+  t->p = (char *)(uintptr_t)w[0];
+  t->dt = (int)w[1];
+  t->nd = (int)w[2];
+  t->off = (int64_t)w[3];
+  for (int i = 0; i < t->nd; i++) t->shape[i] = (int64_t)w[4 + i];
+  for (int i = 0; i < t->nd; i++) t->st[i] = (int64_t)w[4 + t->nd + i];
+  return w + 4 + 2 * t->nd;
+}
+
+static uint64_t op_counts[OP_END];
+
+/** Runs every instruction in order; returns the index of a failed one, or -1. */
+static int run_program(const double *w, int64_t nwords, char *err) {
+  err_slot = err;
+  err[0] = 0;
+  const double *end = w + nwords;
+  int k = 0;
+  while (w < end) {
+    loom_instr I;
+    I.op = (int)w[0];
+    int64_t len = (int64_t)w[1];
+    I.nin = (int)w[2];
+    I.nattr = (int)w[3];
+    I.attr = w + 4;
+    if (I.op < 0 || I.op >= OP_END || I.nin > LOOM_MAXIN) { loom_set_error("bad instruction %d (opcode %d)", k, I.op); return k; }
+    const double *t = parse_tensor(w + 4 + I.nattr, &I.out);
+    for (int i = 0; i < I.nin; i++) t = parse_tensor(t, &I.in[i]);
+    op_counts[I.op]++;
+    if (KERNELS[I.op](&I) != 0 || err[0]) {
+      if (!err[0]) loom_set_error("kernel %d failed", I.op);
+      return k;
+    }
+    w += len;
+    k++;
+  }
+  return -1;
+}
+
+/* ---- the executor: queued command buffers run in order on their own thread ------------------------ */
+typedef struct cmd {
+  const double *prog;
+  int64_t nwords;
+  atomic_int done;       /* 0 pending, 1 finished; JavaScript polls it */
+  int failed;            /* instruction index that failed, -1 if none */
+  void (*callback)(int32_t id);
+  int32_t id;
+  char err[512];
+  struct cmd *next;
+} cmd;
+
+static pthread_t executor;
+static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER;    /* work queued */
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; /* a command finished */
+static cmd *q_head, *q_tail;
+static int in_flight; /* queued or running */
+static uint64_t submits;
+
+static void *executor_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&q_mu);
+    while (!q_head) pthread_cond_wait(&q_cv, &q_mu);
+    cmd *c = q_head;
+    pthread_mutex_unlock(&q_mu);
+    c->failed = run_program(c->prog, c->nwords, c->err);
+    pthread_mutex_lock(&q_mu);
+    q_head = c->next;
+    if (!q_head) q_tail = NULL;
+    in_flight--;
+    atomic_store_explicit(&c->done, 1, memory_order_release);
+    pthread_cond_broadcast(&done_cv);
+    pthread_mutex_unlock(&q_mu);
+    if (c->callback) c->callback(c->id);
+  }
+  return NULL;
+}
+
+static int started;
+
+/** Start the pool (n threads in all, the caller included) and the executor; idempotent. */
+int loom_init(int n) {
+  if (started) return nthreads;
+  if (n < 1) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) n = 1;
+  if (n > 64) n = 64;
+  nthreads = n;
+  for (int i = 1; i < n; i++) pthread_create(&workers[i], NULL, worker_main, (void *)(intptr_t)i);
+  pthread_create(&executor, NULL, executor_main, NULL);
+  started = 1;
+  return n;
+}
+
+/** Wait until every queued command has finished (the pool is then free for the caller). */
+static void drain(void) {
+  pthread_mutex_lock(&q_mu);
+  while (in_flight > 0) pthread_cond_wait(&done_cv, &q_mu);
+  pthread_mutex_unlock(&q_mu);
+}
+
+/**
+ * Run a command buffer now on the calling thread, after any queued ones (they may write its
+ * inputs). Returns -1 on success or the failing instruction's index (message: loom_error()).
+ */
+int loom_exec(const double *prog, double nwords) {
+  if (in_flight) drain();
+  return run_program(prog, (int64_t)nwords, sync_err);
+}
+
+/** The message of the last failed loom_exec. */
+const char *loom_error(void) { return sync_err; }
+
+/**
+ * Queue a command buffer and return at once with a handle. `prog` and every buffer it names
+ * must stay alive until loom_done(handle) (JavaScript holds them). `callback` (may be null) is
+ * called with `id` from the executor thread when it finishes.
+ */
+void *loom_submit(const double *prog, double nwords, void (*callback)(int32_t), int32_t id) {
+  cmd *c = calloc(1, sizeof(cmd));
+  c->prog = prog;
+  c->nwords = (int64_t)nwords;
+  c->callback = callback;
+  c->id = id;
+  pthread_mutex_lock(&q_mu);
+  if (q_tail) q_tail->next = c; else q_head = c;
+  q_tail = c;
+  in_flight++;
+  submits++;
+  pthread_cond_signal(&q_cv);
+  pthread_mutex_unlock(&q_mu);
+  return c;
+}
+
+/** 1 once the command has finished (a plain load: cheap to poll). */
+int loom_done(void *h) { return atomic_load_explicit(&((cmd *)h)->done, memory_order_acquire); }
+
+/** Block until the command has finished; returns its failed instruction index or -1. */
+int loom_wait(void *h) {
+  cmd *c = h;
+  if (!atomic_load(&c->done)) {
+    pthread_mutex_lock(&q_mu);
+    while (!atomic_load(&c->done)) pthread_cond_wait(&done_cv, &q_mu);
+    pthread_mutex_unlock(&q_mu);
+  }
+  return c->failed;
+}
+
+/** The error message of a finished command ("" if it succeeded). */
+const char *loom_cmd_error(void *h) { return ((cmd *)h)->err; }
+
+/** Free a finished command's record. */
+void loom_release(void *h) { free(h); }
+
+/** Counters: [0] submits, then one count per opcode. */
+void loom_counters(double *out) {
+  out[0] = (double)submits;
+  for (int i = 0; i < OP_END; i++) out[1 + i] = (double)op_counts[i];
+}

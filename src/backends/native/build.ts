@@ -1,0 +1,70 @@
+/**
+ * Builds the native shim (native/shim.c + native/kernels/*.c) with the system C compiler into
+ * a shared library, cached by a hash of the sources, flags, compiler and CPU in a gitignored
+ * folder (native/build/). Called lazily by the native backend on first use and by
+ * `scripts/build-native.ts` (npm's postinstall); a missing compiler yields a message, not a throw.
+ */
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { cpus } from "node:os";
+import { join, resolve } from "node:path";
+
+export const NATIVE_DIR = resolve(import.meta.dir, "../../../native");
+export const BUILD_DIR = join(NATIVE_DIR, "build");
+/** Flags: -O3 -march=native for this CPU's vectors, pthreads for the pool; no OpenMP. */
+export const CFLAGS = ["-O3", "-march=native", "-fPIC", "-pthread", "-fno-math-errno", "-Wall"];
+
+export type BuildResult = { ok: true; path: string; cached: boolean } | { ok: false; reason: string };
+
+function sources(): string[] {
+  const k = join(NATIVE_DIR, "kernels");
+  return [join(NATIVE_DIR, "shim.c"), ...readdirSync(k).filter((f) => f.endsWith(".c") || f.endsWith(".h")).sort().map((f) => join(k, f))];
+}
+
+function compiler(): string {
+  return process.env.CC || "cc";
+}
+
+/** Hash of everything that changes the library: sources, flags, compiler, CPU model. */
+function buildHash(files: readonly string[]): string {
+  const h = createHash("sha256");
+  for (const f of files) h.update(f.slice(NATIVE_DIR.length)).update(readFileSync(f));
+  h.update(CFLAGS.join(" ")).update(compiler()).update(cpus()[0]?.model ?? "").update(process.arch);
+  return h.digest("hex").slice(0, 16);
+}
+
+/** Path of the built library, building it if the cached one is missing or stale. */
+export function buildNative(opts: { quiet?: boolean } = {}): BuildResult {
+  if (!existsSync(join(NATIVE_DIR, "shim.c"))) return { ok: false, reason: `native sources not found in ${NATIVE_DIR}` };
+  const files = sources();
+  const lib = join(BUILD_DIR, `libloom-${buildHash(files)}.so`);
+  if (existsSync(lib)) return { ok: true, path: lib, cached: true };
+  const cc = compiler();
+  const probe = Bun.spawnSync([cc, "--version"], { stdout: "ignore", stderr: "ignore" });
+  if (!probe.success) {
+    return { ok: false, reason: `no C compiler ('${cc}' not found; install gcc or set CC) — Loom uses its js backend` };
+  }
+  mkdirSync(BUILD_DIR, { recursive: true });
+  const tmp = join(BUILD_DIR, `tmp-${process.pid}-${Date.now()}`);
+  mkdirSync(tmp, { recursive: true });
+  if (!opts.quiet) console.error(`[loom] building the native backend (${cc} ${CFLAGS.join(" ")})...`);
+  // compile the files in parallel (one job per file), then link
+  const cfiles = files.filter((f) => f.endsWith(".c"));
+  const q = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+  const objs = cfiles.map((f, i) => join(tmp, `${i}.o`));
+  const script = [
+    ...cfiles.map((f, i) => `${q(cc)} ${CFLAGS.join(" ")} -c ${q(f)} -o ${q(objs[i]!)} &`),
+    "wait",
+    `${q(cc)} -shared -pthread -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -lm -ldl`,
+  ].join("\n");
+  // `wait` loses the compile jobs' statuses; a missing object then fails the link with the compiler's message
+  const r = Bun.spawnSync(["sh", "-c", script], { stdout: "pipe", stderr: "pipe" });
+  if (!r.success || !existsSync(join(tmp, "lib.so"))) {
+    const msg = r.stderr.toString().trim().split("\n").slice(0, 20).join("\n");
+    rmSync(tmp, { recursive: true, force: true });
+    return { ok: false, reason: `native build failed (${cc}):\n${msg}` };
+  }
+  renameSync(join(tmp, "lib.so"), lib); // atomic: concurrent builders never load a half-written file
+  rmSync(tmp, { recursive: true, force: true });
+  return { ok: true, path: lib, cached: false };
+}
