@@ -17,3 +17,5 @@ export { realizeStats } from "./scheduler/realize.ts";
 export { OPS, type OpName } from "./graph/registry.ts";
 export { jsBackend } from "./backends/js/backend.ts";
 export * as io from "./io/index.ts";
+export * as nn from "./nn/index.ts";
+export * as optim from "./optim/index.ts";

@@ -1,0 +1,142 @@
+/**
+ * How a Module's `forward` runs its `forward_lazy` (DESIGN.md idea 1: one surface, two
+ * dispatchers). A module's computation is written once, generically over the tensor kind; this
+ * file decides which kind it sees:
+ *
+ * - "lazy" (default): eager inputs are lifted to LazyTensors, `forward_lazy` records a graph, and
+ *   the outputs are realized together (`realizeAll`) into eager Tensors. Eager Parameters used
+ *   inside are lifted once per call (`lift`) and receive eager `.grad` after backward.
+ * - "eager": `forward_lazy` runs directly on the eager tensors, op by op.
+ *
+ * LazyTensor inputs always give lazy outputs (nothing is realized), whatever the mode.
+ */
+import { is_grad_enabled } from "../autograd/grad_mode.ts";
+import { LazyTensor, realizeAll } from "../lazy/lazy_tensor.ts";
+import { TensorOps } from "../lazy/surface.ts";
+import { Tensor } from "../lazy/tensor.ts";
+import { LoomValueError } from "../tensor/errors.ts";
+
+/** "lazy": record and realize per call (default); "eager": run op by op. */
+export type ExecutionMode = "lazy" | "eager";
+
+let mode: ExecutionMode = "lazy";
+
+/**
+ * Set how `Module.forward` runs on eager inputs, globally.
+ * @throws LoomValueError for anything but "lazy" or "eager"
+ */
+export function set_execution_mode(m: ExecutionMode): void {
+  if (m !== "lazy" && m !== "eager") throw new LoomValueError(`[set_execution_mode] expected "lazy" or "eager", got ${String(m)}`);
+  mode = m;
+}
+
+/** The current execution mode ("lazy" unless changed). */
+export function get_execution_mode(): ExecutionMode {
+  return mode;
+}
+
+/** Run `fn` with the execution mode set to `m`, restoring the previous mode afterwards. */
+export function with_execution_mode<R>(m: ExecutionMode, fn: () => R): R {
+  const prev = mode;
+  set_execution_mode(m);
+  try {
+    return fn();
+  } finally {
+    mode = prev;
+  }
+}
+
+/**
+ * Lifted copies made during one lazy forward: each eager tensor becomes one lazy source node per
+ * call (so a weight used twice, e.g. tied embeddings, is one node and one gradient link). Keyed by
+ * grad mode too, because a lift made under no_grad carries no gradient link.
+ */
+interface LiftScope {
+  grad: Map<Tensor, LazyTensor>;
+  nograd: Map<Tensor, LazyTensor>;
+}
+let scope: LiftScope | null = null;
+
+/**
+ * `t` as a tensor of the same kind as `like`: lifted to a LazyTensor when `like` is lazy (once per
+ * lazy forward call), realized to a Tensor when `like` is eager. Use it in `forward_lazy` to use
+ * eager parameters and buffers with the generic input type:
+ * `F.linear(x, lift(this.weight, x), lift(this.bias, x))`.
+ * Gradients reaching the lifted tensor flow back to the eager `t`.
+ */
+export function lift<S extends TensorOps<S>>(t: TensorOps<any>, like: S): S;
+export function lift<S extends TensorOps<S>>(t: TensorOps<any> | null | undefined, like: S): S | null;
+export function lift<S extends TensorOps<S>>(t: TensorOps<any> | null | undefined, like: S): S | null {
+  if (t === null || t === undefined) return null;
+  if (!like.isLazy) return (t instanceof LazyTensor ? t.eval() : t) as unknown as S;
+  return liftToLazy(t) as unknown as S;
+}
+
+/** An eager tensor as a LazyTensor, reusing this call's lift when there is one. */
+function liftToLazy(t: TensorOps<any>): LazyTensor {
+  if (t instanceof LazyTensor) return t;
+  const e = t as Tensor;
+  if (!scope) return e.lazy();
+  const cache = is_grad_enabled() ? scope.grad : scope.nograd;
+  let l = cache.get(e);
+  if (!l) {
+    l = e.lazy();
+    cache.set(e, l);
+  }
+  return l;
+}
+
+/** Map every tensor inside arrays and plain objects (the shapes forward args/outputs take). */
+function mapTree(v: unknown, f: (t: TensorOps<any>) => unknown): unknown {
+  if (v instanceof TensorOps) return f(v);
+  if (Array.isArray(v)) return v.map((x) => mapTree(x, f));
+  if (v !== null && typeof v === "object" && Object.getPrototypeOf(v) === Object.prototype) {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapTree(x, f)]));
+  }
+  return v;
+}
+
+function anyLazy(v: unknown): boolean {
+  let found = false;
+  mapTree(v, (t) => {
+    if (t.isLazy) found = true;
+    return t;
+  });
+  return found;
+}
+
+/** Realize every LazyTensor in a forward output together (shared subgraphs run once). */
+function realizeTree(out: unknown): unknown {
+  const lazies: LazyTensor[] = [];
+  mapTree(out, (t) => {
+    if (t instanceof LazyTensor) lazies.push(t);
+    return t;
+  });
+  if (lazies.length === 0) return out;
+  const eager = realizeAll(lazies);
+  const byLazy = new Map<LazyTensor, Tensor>(lazies.map((l, i) => [l, eager[i]!]));
+  return mapTree(out, (t) => (t instanceof LazyTensor ? byLazy.get(t)! : t));
+}
+
+/**
+ * Run a module's `forward_lazy` under the execution rules above.
+ * @param fn - the bound forward_lazy
+ * @param args - forward's arguments; tensors may sit inside arrays and plain objects
+ * @returns forward_lazy's result with LazyTensors realized to Tensors when the inputs were eager
+ *   and the mode is "lazy"
+ */
+export function run_forward(fn: (...args: any[]) => unknown, args: unknown[]): unknown {
+  // Already inside a lazy forward, lazy inputs, or eager mode: call straight through.
+  if (scope || mode === "eager" || anyLazy(args)) return fn(...args);
+  const prev = scope;
+  scope = { grad: new Map(), nograd: new Map() };
+  let out: unknown;
+  try {
+    const lazyArgs = args.map((a) => mapTree(a, liftToLazy));
+    out = fn(...lazyArgs);
+  } finally {
+    scope = prev;
+  }
+  return realizeTree(out);
+}
+

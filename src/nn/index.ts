@@ -1,0 +1,28 @@
+/**
+ * loom.nn: Module, Parameter, layers, containers, init, functional (torch.nn).
+ *
+ * ```ts
+ * class MLP extends nn.TensorModule {
+ *   fc1 = new nn.Linear(4, 8);
+ *   fc2 = new nn.Linear(8, 1);
+ *   forward_lazy<S extends TensorOps<S>>(x: S): S {   // written once, for Tensor and LazyTensor
+ *     return this.fc2.call(this.fc1.call(x).relu());
+ *   }
+ * }
+ * const y = new MLP().call(x);  // eager x: recorded lazily and realized (nn.set_execution_mode("eager") runs op by op)
+ * ```
+ */
+export { Parameter, is_parameter } from "./parameter.ts";
+export { Module, TensorModule, type IncompatibleKeys, type StateDict } from "./module.ts";
+export {
+  type ExecutionMode, get_execution_mode, lift, run_forward, set_execution_mode, with_execution_mode,
+} from "./execution.ts";
+export { Linear, Embedding, type LinearOptions, type EmbeddingOptions } from "./linear.ts";
+export { ReLU, GELU, SiLU, Tanh, Sigmoid, Identity, Dropout } from "./activation.ts";
+export { LayerNorm, RMSNorm, type LayerNormOptions, type RMSNormOptions } from "./normalization.ts";
+export { Sequential, ModuleList, ModuleDict } from "./container.ts";
+export { CausalSelfAttention, type CausalSelfAttentionOptions } from "./attention.ts";
+export { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";
+export * as init from "./init.ts";
+export * as functional from "./functional.ts";
+export * as F from "./functional.ts";

@@ -1,0 +1,124 @@
+/**
+ * Adam and AdamW (torch.optim.Adam / torch.optim.AdamW, PyTorch 1.13's single-tensor update,
+ * in PyTorch's exact operation order so results match to float32 rounding).
+ */
+import { zeros_like } from "../lazy/creation.ts";
+import type { Tensor } from "../lazy/tensor.ts";
+import { LoomValueError } from "../tensor/errors.ts";
+import { Optimizer, type ParamGroup, type ParamsInput } from "./optimizer.ts";
+
+export interface AdamHyperparams {
+  /** Learning rate, per step (default 1e-3). */
+  lr: number;
+  /** Decay rates (β1, β2) of the first and second moment averages (default [0.9, 0.999]). */
+  betas: [number, number];
+  /** Added to the denominator, absolute (default 1e-8). */
+  eps: number;
+  /** Adam: L2 penalty added to the gradient (default 0). AdamW: decoupled decay rate (default 1e-2). */
+  weight_decay: number;
+  /** Use the running maximum of the second moment (Reddi et al. 2018). */
+  amsgrad: boolean;
+  /** Maximize the objective instead of minimizing it. */
+  maximize: boolean;
+}
+
+function checkHyper(name: string, d: AdamHyperparams): void {
+  if (!(d.lr >= 0)) throw new LoomValueError(`[${name}] Invalid learning rate: ${d.lr}`);
+  if (!(d.eps >= 0)) throw new LoomValueError(`[${name}] Invalid epsilon value: ${d.eps}`);
+  d.betas.forEach((b, i) => {
+    if (!(b >= 0 && b < 1)) throw new LoomValueError(`[${name}] Invalid beta parameter at index ${i}: ${b}`);
+  });
+  if (!(d.weight_decay >= 0)) throw new LoomValueError(`[${name}] Invalid weight_decay value: ${d.weight_decay}`);
+}
+
+function withDefaults(opts: Partial<AdamHyperparams>, weight_decay: number): AdamHyperparams {
+  return {
+    lr: opts.lr ?? 1e-3, betas: [...(opts.betas ?? [0.9, 0.999])] as [number, number], eps: opts.eps ?? 1e-8,
+    weight_decay: opts.weight_decay ?? weight_decay, amsgrad: opts.amsgrad ?? false, maximize: opts.maximize ?? false,
+  };
+}
+
+/**
+ * Adam. For each parameter with gradient g, at step t (λ = weight_decay):
+ *   g ← -g if maximize;  g ← g + λ p                       (coupled L2, Adam only)
+ *   m ← β1 m + (1 - β1) g;  v ← β2 v + (1 - β2) g²
+ *   bc1 = 1 - β1^t;  bc2 = 1 - β2^t
+ *   denom = √v / √bc2 + eps   (√max(v_max, v) with amsgrad)
+ *   p ← p - (lr / bc1) · m / denom
+ * State per parameter: `step` (a number; torch 1.13 keeps a 0-d tensor), `exp_avg`,
+ * `exp_avg_sq`, and `max_exp_avg_sq` with amsgrad.
+ * Source: Kingma & Ba 2015, "Adam"; torch.optim.Adam.
+ */
+export class Adam extends Optimizer<AdamHyperparams> {
+  /** True for AdamW: weight decay scales the parameter instead of entering the gradient. */
+  protected readonly decoupled_weight_decay: boolean = false;
+
+  /**
+   * @param params - tensors or param groups
+   * @param opts - hyperparameters (see AdamHyperparams)
+   * @param default_weight_decay - used when opts.weight_decay is unset (AdamW passes 1e-2)
+   * @throws LoomValueError for a negative lr, eps or weight_decay, or a beta outside [0, 1)
+   */
+  constructor(params: ParamsInput<AdamHyperparams>, opts: Partial<AdamHyperparams> = {}, default_weight_decay = 0) {
+    const d = withDefaults(opts, default_weight_decay);
+    checkHyper(new.target.name, d);
+    super(params, d);
+  }
+
+  protected _update_group(group: ParamGroup<AdamHyperparams>): void {
+    const { lr, eps, weight_decay, amsgrad, maximize } = group;
+    const [beta1, beta2] = group.betas;
+    const decoupled = this.decoupled_weight_decay;
+    for (const p of group.params) {
+      const g = this._grad(p);
+      if (!g) continue;
+      let grad: Tensor = maximize ? g.neg() : g;
+      const state = this._state(p);
+      if (state.step === undefined) {
+        state.step = 0;
+        state.exp_avg = zeros_like(p);
+        state.exp_avg_sq = zeros_like(p);
+        if (amsgrad) state.max_exp_avg_sq = zeros_like(p);
+      }
+      const exp_avg = state.exp_avg as Tensor;
+      const exp_avg_sq = state.exp_avg_sq as Tensor;
+      const step = (state.step as number) + 1;
+      state.step = step;
+      if (decoupled) p.mul_(1 - lr * weight_decay);
+      else if (weight_decay !== 0) grad = grad.add(p, { alpha: weight_decay });
+      exp_avg.mul_(beta1).add_(grad, { alpha: 1 - beta1 });
+      exp_avg_sq.mul_(beta2).add_(grad.mul(grad), { alpha: 1 - beta2 }); // addcmul_(g, g, value=1-β2)
+      const bias_correction1 = 1 - beta1 ** step;
+      const bias_correction2 = 1 - beta2 ** step;
+      const step_size = lr / bias_correction1;
+      const bias_correction2_sqrt = Math.sqrt(bias_correction2);
+      let second = exp_avg_sq;
+      if (amsgrad) {
+        let mx = state.max_exp_avg_sq as Tensor | undefined;
+        if (!mx) { // amsgrad switched on after the first step (e.g. by load_state_dict)
+          mx = zeros_like(p);
+          state.max_exp_avg_sq = mx;
+        }
+        mx.copy_(mx.maximum(exp_avg_sq));
+        second = mx;
+      }
+      const denom = second.sqrt().div(bias_correction2_sqrt).add(eps);
+      p.add_(exp_avg.div(denom), { alpha: -step_size }); // addcdiv_(m, denom, value=-step_size)
+    }
+  }
+}
+
+/**
+ * AdamW: Adam with decoupled weight decay, p ← p · (1 - lr·λ) before the Adam step (the decay is
+ * not part of the gradient, so it is not rescaled by the adaptive denominator). Default
+ * weight_decay 1e-2. Same state as Adam.
+ * Source: Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization"; torch.optim.AdamW.
+ */
+export class AdamW extends Adam {
+  protected override readonly decoupled_weight_decay: boolean = true;
+
+  /** @throws LoomValueError for a negative lr, eps or weight_decay, or a beta outside [0, 1) */
+  constructor(params: ParamsInput<AdamHyperparams>, opts: Partial<AdamHyperparams> = {}) {
+    super(params, opts, 1e-2);
+  }
+}
