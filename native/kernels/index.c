@@ -35,6 +35,9 @@ static tdesc narrow(const tdesc *t, int dim, int64_t start, int64_t len) {
   return v;
 }
 
+/** The reference accumulates with `+=` into the storage array: bool wraps as a byte there. */
+static inline int raw_dt(int dt) { return dt == DT_BOOL ? DT_U8 : dt; }
+
 static void zero_dense(const tdesc *o) {
   memset(o->p + o->off * dt_size(o->dt), 0, (size_t)(t_numel(o) * dt_size(o->dt)));
 }
@@ -68,7 +71,7 @@ int k_scatter_add(const loom_instr *I) {
     if (k < 0) return 1;
     int64_t oo = offset_of(ix->nd, ix->shape, os, o->off, i) + k * o->st[dim];
     double v = load1(src->p, src->dt, offset_of(ix->nd, ix->shape, src->st, src->off, i));
-    store1(o->p, o->dt, oo, load1(o->p, o->dt, oo) + v);
+    store1(o->p, raw_dt(o->dt), oo, load1(o->p, o->dt, oo) + v);
   }
   return 0;
 }
@@ -110,6 +113,7 @@ int k_index_add(const loom_instr *I) {
     A.op = OP_add;
     A.nin = 2;
     A.out = narrow(o, dim, ks[j], 1);
+    A.out.dt = raw_dt(o->dt);
     A.in[0] = A.out;
     A.in[1] = narrow(src, dim, j, 1);
     k_elementwise(&A);

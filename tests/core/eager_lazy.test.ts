@@ -1,9 +1,10 @@
 /**
- * Eager and lazy execution agree bit for bit (the same js kernels run), for every op case:
+ * Eager and lazy execution agree bit for bit (the same kernels run), on every backend, for every op case:
  * forward values, dtypes, shapes, and the gradients of a random projection of the outputs.
  */
 import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
+import { BACKENDS, useBackend } from "../backends.ts";
 import { OP_CASES } from "./op_cases.ts";
 
 function run(c: (typeof OP_CASES)[number], inputs: loom.Tensor[], lazy: boolean) {
@@ -26,7 +27,8 @@ function run(c: (typeof OP_CASES)[number], inputs: loom.Tensor[], lazy: boolean)
   return { values, grads };
 }
 
-describe("eager == lazy", () => {
+describe.each(BACKENDS)("eager == lazy on %s", (backend) => {
+  useBackend(backend);
   for (const c of OP_CASES) {
     test(c.name, () => {
       const inputs = c.inputs();

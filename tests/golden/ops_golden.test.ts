@@ -1,12 +1,13 @@
 /**
  * Loom ops against PyTorch goldens (tests/golden/ops.json, made by gen_torch_goldens.py with
- * torch 1.13). Each case runs eagerly and lazily: values, shapes, dtypes and input gradients of
+ * torch 1.13). Each case runs eagerly and lazily on every backend (tests/backends.ts): values, shapes, dtypes and input gradients of
  * sum(out * grad_output) must match torch, and the lazy results must equal the eager ones.
  * The op ids and args format are documented at the top of gen_torch_goldens.py.
  */
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import * as loom from "../../src/index.ts";
+import { BACKENDS, useBackend } from "../backends.ts";
 
 type Json = number | string | boolean | null | Json[] | { [k: string]: Json };
 interface Arr { shape: number[]; dtype: loom.DType; data: (number | string | boolean)[]; requires_grad?: boolean }
@@ -179,6 +180,8 @@ test("every golden op id has an adapter", () => {
   expect([...ids].filter((id) => !ADAPTERS[id])).toEqual([]);
 });
 
+describe.each(BACKENDS)("on %s", (backend) => {
+useBackend(backend);
 for (const [op, cases] of byOp) {
   describe(`golden ${op} (torch ${golden.torch_version})`, () => {
     for (const c of cases) {
@@ -193,3 +196,4 @@ for (const [op, cases] of byOp) {
     }
   });
 }
+});

@@ -11,8 +11,11 @@ import { join, resolve } from "node:path";
 
 export const NATIVE_DIR = resolve(import.meta.dir, "../../../native");
 export const BUILD_DIR = join(NATIVE_DIR, "build");
-/** Flags: -O3 -march=native for this CPU's vectors, pthreads for the pool; no OpenMP. */
-export const CFLAGS = ["-O3", "-march=native", "-fPIC", "-pthread", "-fno-math-errno", "-Wall"];
+/**
+ * Flags: -O3 -march=native for this CPU's vectors, pthreads for the pool, no OpenMP;
+ * -ffp-contract=off so a·b + c is never fused into an FMA (the js reference rounds twice).
+ */
+export const CFLAGS = ["-O3", "-march=native", "-fPIC", "-pthread", "-fno-math-errno", "-ffp-contract=off", "-Wall"];
 
 export type BuildResult = { ok: true; path: string; cached: boolean } | { ok: false; reason: string };
 
