@@ -1,0 +1,19 @@
+/**
+ * loom.models: reusable models. GPT-2 in the Hugging Face layout (loads and saves HF
+ * `config.json` + `model.safetensors` checkpoints) and a character tokenizer for small
+ * char-level GPTs trained from scratch.
+ *
+ * ```ts
+ * const model = models.GPT2LMHeadModel.from_pretrained("checkpoints/char-gpt");
+ * const { logits, loss } = model.call(input_ids, { labels: input_ids });
+ * const out = model.generate(prompt, 100, { temperature: 0.8, top_k: 20 });
+ * ```
+ */
+export { GPT2Config, CONFIG_NAME, type GPT2ConfigFields, type GPT2Activation } from "./gpt2_config.ts";
+export {
+  GPT2Attention, GPT2Block, GPT2LMHeadModel, GPT2MLP, GPT2Model, activation_module, sample_logits,
+  type CausalLMInputs, type CausalLMOutput, type GPT2Options, type GenerateOptions,
+} from "./gpt2.ts";
+export { Conv1D, type Conv1DOptions } from "../nn/conv1d.ts";
+export { CharTokenizer, VOCAB_NAME, type EncodeOptions } from "./char_tokenizer.ts";
+export { load_checkpoint, save_checkpoint, type LoadCheckpointOptions, type SaveCheckpointOptions } from "./hf_checkpoint.ts";
