@@ -23,6 +23,8 @@ export interface GradFnNode<T> {
 
 export interface AutogradTensor<T> extends Diff<T> {
   requires_grad: boolean;
+  /** A copy with its own dense storage. */
+  clone(): T;
   grad: T | null;
   grad_fn: GradFnNode<T> | null;
   _retains_grad: boolean;
@@ -33,6 +35,17 @@ export interface AutogradTensor<T> extends Diff<T> {
 export interface BackwardOptions {
   retain_graph?: boolean;
   create_graph?: boolean;
+}
+
+/**
+ * Converts gradients to the kind (eager or lazy) of the tensors that receive them, all at once.
+ * Installed by the lazy layer: gradients of eager parameters used in lazy code arrive as lazy
+ * graphs, and realizing them together makes one plan instead of one per parameter.
+ */
+export type GradMaterializer = (pairs: readonly { target: unknown; grad: unknown }[]) => unknown[];
+let materialize: GradMaterializer = (pairs) => pairs.map((p) => p.grad);
+export function set_grad_materializer(fn: GradMaterializer): void {
+  materialize = fn;
 }
 
 /** Tensors reachable from `roots` through grad_fn inputs, in topological order (inputs first). */
@@ -93,6 +106,7 @@ export function runBackward<T extends AutogradTensor<T>>(
   const found = new Map<T, T>();
   const body = () => {
     const pending = new Map<T, T>();
+    const stores: [T, T][] = [];
     roots.forEach((r, i) => {
       const g = fitGrad(r, grads[i]!);
       const prev = pending.get(r);
@@ -106,12 +120,7 @@ export function runBackward<T extends AutogradTensor<T>>(
       pending.delete(t);
       if (wanted.has(t)) found.set(t, g);
       const fn = t.grad_fn;
-      if (opts.accumulate && (!fn || t._retains_grad)) {
-        const stored = create ? g : g.detach();
-        // A first .grad gets its own dense buffer (torch's AccumulateGrad layout contract): g may be
-        // a stride-0 view, another leaf's grad or the caller's gradient, and .grad is updated in place.
-        t.grad = t.grad ? (create ? t.grad.add(stored) : t.grad.detach().add(stored)) : stored.contiguous();
-      }
+      if (opts.accumulate && (!fn || t._retains_grad)) stores.push([t, g]);
       if (!fn) continue;
       if (fn.released) {
         throw new LoomAutogradError(
@@ -128,6 +137,17 @@ export function runBackward<T extends AutogradTensor<T>>(
       });
       if (!retain) fn.released = true;
     }
+    // Convert every gradient leaving the graph to its tensor's kind in one batch, then store.
+    const found_list = [...found];
+    const conv = materialize([...stores, ...found_list].map(([t, g]) => ({ target: t, grad: g }))) as T[];
+    stores.forEach(([t], i) => {
+      const g = conv[i]!;
+      const stored = create ? g : g.detach();
+      // A first .grad gets its own buffer (torch's AccumulateGrad contract): g may be a stride-0
+      // view, another leaf's grad or the caller's gradient, and .grad may be updated in place.
+      t.grad = t.grad ? (create ? t.grad.add(stored) : t.grad.detach().add(stored)) : stored.clone();
+    });
+    found_list.forEach(([t], i) => found.set(t, conv[stores.length + i]!));
   };
   if (create) enable_grad(body);
   else no_grad(body);

@@ -3,6 +3,7 @@
  * graph (each node once, however many users) and returns an eager Tensor. Shape and dtype
  * errors are raised when the op is recorded, not at eval.
  */
+import { set_grad_materializer } from "../autograd/engine.ts";
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { Node, toDot } from "../graph/node.ts";
 import type { OpDef } from "../graph/op.ts";
@@ -31,6 +32,9 @@ export class LazyTensor extends TensorOps<LazyTensor> {
   _constant(data: TensorData): LazyTensor {
     return new LazyTensor(Node.source(data), this.device);
   }
+  protected _on(device: string, data: TensorData): LazyTensor {
+    return new LazyTensor(Node.source(data), device);
+  }
   _data(): TensorData {
     realize([this.node], backendFor(this.device));
     return this.node.realized!;
@@ -47,7 +51,8 @@ export class LazyTensor extends TensorOps<LazyTensor> {
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {
     if (!is_grad_enabled()) return;
-    this._record(this, "lazy", [t as never], (g) => [(g as LazyTensor).eval() as never]);
+    // the gradient stays lazy here; the engine's materializer realizes all such gradients at once
+    this._record(this, "lazy", [t as never], (g) => [g as never]);
   }
   /**
    * Compute the pending graph below this tensor and return the result as an eager Tensor
@@ -78,3 +83,21 @@ export function realizeAll(tensors: readonly LazyTensor[]): Tensor[] {
   for (const [dev, nodes] of byDevice) realize(nodes, backendFor(dev));
   return tensors.map((t) => t.eval());
 }
+
+// Gradients crossing between kinds are converted in one batch per backward: all lazy gradients
+// of eager tensors are realized together (one realize, shared subgraphs computed once).
+set_grad_materializer((pairs) => {
+  const out: unknown[] = pairs.map((p) => p.grad);
+  const toEager: number[] = [];
+  pairs.forEach((p, i) => {
+    const target = p.target as TensorOps<any>, grad = p.grad as TensorOps<any>;
+    if (target.isLazy === grad.isLazy) return;
+    if (target.isLazy) out[i] = grad.lazy();
+    else toEager.push(i);
+  });
+  if (toEager.length) {
+    const done = realizeAll(toEager.map((i) => pairs[i]!.grad as LazyTensor));
+    toEager.forEach((i, k) => { out[i] = done[k]; });
+  }
+  return out;
+});

@@ -9,7 +9,7 @@ import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
 import {
-  canCast, isFloating, promoteWithScalar, type DType,
+  DTYPES, canCast, isFloating, promoteWithScalar, type DType,
 } from "../tensor/dtype.ts";
 import {
   LoomAutogradError, LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape,
@@ -18,6 +18,7 @@ import {
   inferShape, normalizeDim, normalizeDims, numel, shapesEqual,
 } from "../tensor/shape.ts";
 import { fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
+import { backendFor, moveData } from "./device.ts";
 import { formatTensor } from "./format.ts";
 import { parseIndex, type IndexItem } from "./indexing.ts";
 
@@ -500,9 +501,27 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   index(...items: IndexItem[]): Self {
     return parseIndex(this.shape, items).apply(this as unknown as Self);
   }
-  /** Dense copy (no-op when the data already is row-major). */
+  /** Dense row-major version: this tensor itself when already dense (eager), else a copy. */
   contiguous(): Self {
+    return this._isDense() ? (this as unknown as Self) : this._apply(OPS.contiguous, [], {});
+  }
+  /** A copy with its own dense storage, differentiable (torch.clone). */
+  clone(): Self {
     return this._apply(OPS.contiguous, [], {});
+  }
+  /** Whether the data is known to be dense row-major now (lazy tensors: unknown, so false). */
+  protected _isDense(): boolean {
+    return false;
+  }
+  /**
+   * Vector p-norm over `dim` (all when omitted): (Σ|x|^p)^(1/p); p = Infinity gives max |x|
+   * (torch.linalg.vector_norm / Tensor.norm).
+   */
+  norm(p = 2, dim?: DimArg, keepdim = false): Self {
+    if (p === Infinity) return this.abs().amax(dim, keepdim);
+    if (p === 2) return this.mul(this as unknown as Self).sum(dim, keepdim).sqrt();
+    if (p === 1) return this.abs().sum(dim, keepdim);
+    return this.abs().pow(p).sum(dim, keepdim).pow(1 / p);
   }
   /** Split into pieces of `size` (or the given sizes) along `dim` (torch.split): views. */
   split(split_size_or_sections: number | readonly number[], dim = 0): Self[] {
@@ -592,12 +611,30 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   }
 
   // ---- dtype conversion ---------------------------------------------------------------------
-  /** Convert to `dtype` or move to `device` ("cpu"); returns this when nothing changes. */
-  to(target: DType | "cpu"): Self {
-    if (target === "cpu") return this as unknown as Self;
+  /**
+   * Convert to `dtype`, or move to `device` ("cpu", "webgpu": a copy, differentiable; a lazy
+   * tensor is realized first); returns this when nothing changes.
+   */
+  to(target: DType | string): Self {
+    if (!(DTYPES as readonly string[]).includes(target)) {
+      return target === this.device ? (this as unknown as Self) : this._to_device(target);
+    }
     if (target === this.dtype) return this as unknown as Self;
-    return this._apply(OPS.cast, [], { dtype: target });
+    return this._apply(OPS.cast, [], { dtype: target as DType });
   }
+  /** This tensor's values copied to `device` (torch.Tensor.to(device)). */
+  private _to_device(device: string): Self {
+    const out = this._on(device, moveData(this._data(), this.device, device));
+    if (is_grad_enabled() && this.requires_grad) {
+      const from = this.device;
+      this._record(out, "to", [this as unknown as Self], (g) => [g.to(from)]);
+    }
+    return out;
+  }
+  /** A tensor of this kind on `device` wrapping `data` (no autograd history). */
+  protected abstract _on(device: string, data: TensorData): Self;
+  /** Copy to host memory (torch.Tensor.cpu). */
+  cpu(): Self { return this.to("cpu"); }
   float(): Self { return this.to("float32"); }
   double(): Self { return this.to("float64"); }
   half(): Self { return this.to("float16"); }
@@ -690,9 +727,11 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   dataSync(): Float64Array {
     return toFloat64(this._data());
   }
-  /** Read back asynchronously (waits for pending device work). */
+  /** Read back asynchronously: device backends (webgpu) map their buffer without blocking. */
   async data(): Promise<Float64Array> {
-    return this.dataSync();
+    const d = this._data();
+    await backendFor(this.device).read?.(d);
+    return toFloat64(d);
   }
   toString(): string {
     return formatTensor(this.shape, this.dtype, toFloat64(this._data()), this.grad_fn?.name ?? null, this.requires_grad);

@@ -6,7 +6,7 @@ import { Node } from "../graph/node.ts";
 import type { DType, TypedArray } from "../tensor/dtype.ts";
 import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
-import { forEachStrided, toContiguous, type TensorData } from "../tensor/storage.ts";
+import { forEachStrided, isDense, toContiguous, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 import { LazyTensor } from "./lazy_tensor.ts";
 import { TensorOps } from "./surface.ts";
@@ -30,8 +30,14 @@ export class Tensor extends TensorOps<Tensor> {
   _constant(data: TensorData): Tensor {
     return new Tensor(data, this.device);
   }
+  protected _on(device: string, data: TensorData): Tensor {
+    return new Tensor(data, device);
+  }
   _data(): TensorData {
     return this._d;
+  }
+  protected override _isDense(): boolean {
+    return isDense(this._d);
   }
   detach(): Tensor {
     return new Tensor(this._d, this.device);
@@ -52,6 +58,7 @@ export class Tensor extends TensorOps<Tensor> {
     if (shape.some((s, i) => s > 1 && strides[i] === 0)) {
       throw new LoomValueError("[in-place] unsupported operation: more than one element of the written-to tensor refers to a single memory location; make it contiguous() first");
     }
+    if (backendFor(this.device).write?.(this._d, src._d)) return; // device memory (webgpu)
     const dst = this._d.data;
     // Read src fully before writing: it may alias this storage (x.copy_(x.t()), x.t().copy_(x)),
     // and toContiguous returns an already dense buffer as is, so copy a shared one first.

@@ -87,7 +87,7 @@ describe("state_dict", () => {
       }
       const sd = opt.state_dict();
       // a fresh model with the saved parameter values and a fresh optimizer with default hyperparameters
-      const params2 = params.map((p) => p.detach().contiguous().requires_grad_());
+      const params2 = params.map((p) => p.detach().clone().requires_grad_());
       const opt2 = new CLASSES[c.optimizer](c.groups.map((_, gi) => ({ params: params2.filter((__, i) => c.group_of_param[i] === gi) })) as never);
       opt2.load_state_dict(sd);
       expect(opt2.param_groups.map(({ params: _p, ...h }) => h)).toEqual(opt.param_groups.map(({ params: _p, ...h }) => h));
