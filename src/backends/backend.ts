@@ -13,6 +13,21 @@ export interface Backend {
    * Views return a TensorData sharing the input's storage; other ops return a new buffer.
    */
   run(op: OpDef, inputs: readonly TensorData[], attrs: unknown, shape: readonly number[], dtype: DType): TensorData;
+
+  // ---- optional: backends whose buffers are not host memory (webgpu) ------------------------
+  /** Host data -> a new buffer of this backend (`Tensor.to(device)`). */
+  upload?(t: TensorData): TensorData;
+  /** This backend's data -> a new contiguous host TensorData, waiting for the device. */
+  download?(t: TensorData): TensorData;
+  /** Make `t.data` readable without blocking JavaScript (`await tensor.data()`). */
+  read?(t: TensorData): Promise<void>;
+  /**
+   * Write `src` (already of dst's dtype and shape) into the view `dst` in place (in-place ops).
+   * Returns false when `dst` is host data the caller should write itself.
+   */
+  write?(dst: TensorData, src: TensorData): boolean;
+  /** Submit work recorded so far; the scheduler calls it once at the end of each realize. */
+  flush?(): void;
 }
 
 /**

@@ -8,6 +8,7 @@ import type { Backend } from "../backends/backend.ts";
 import { jsBackend } from "../backends/js/backend.ts";
 import { nativeBackend, nativeUnavailableReason } from "../backends/native/backend.ts";
 import { LoomValueError } from "../tensor/errors.ts";
+import { toContiguous, type TensorData } from "../tensor/storage.ts";
 
 function defaultCpu(): Backend {
   const env = typeof process !== "undefined" ? process.env : {};
@@ -26,6 +27,13 @@ export function backendFor(device: string): Backend {
   const b = backends.get(device);
   if (!b) throw new LoomValueError(`unknown or unavailable device '${device}'; available: ${[...backends.keys()].join(", ")}`);
   return b;
+}
+
+/** `d` (data of a tensor on device `from`) as data of device `to`: a copy through host memory. */
+export function moveData(d: TensorData, from: string, to: string): TensorData {
+  const host = backendFor(from).download?.(d) ?? d;
+  const dst = backendFor(to);
+  return dst.upload ? dst.upload(host) : host === d ? toContiguous(d) : host;
 }
 
 /** Make `device` run on `backend` (used by backends that load at run time). */
