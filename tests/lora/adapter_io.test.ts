@@ -1,0 +1,173 @@
+/**
+ * PEFT adapter files: save_adapter writes PEFT's keys (no adapter name), shapes and config
+ * fields; load_adapter reads them back into a fresh base model with identical outputs; bad
+ * files are refused with the offending keys named.
+ */
+import { describe, expect, test } from "bun:test";
+import { readFileSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { no_grad } from "../../src/autograd/grad_mode.ts";
+import { randn } from "../../src/lazy/creation.ts";
+import { load_file, read_header_file, save_file } from "../../src/io/index.ts";
+import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
+import { LoraConfig } from "../../src/lora/config.ts";
+import { get_peft_model, lora_layers, peft_config, add_adapter, set_adapter } from "../../src/lora/model.ts";
+import { get_peft_model_state_dict, load_adapter, save_adapter } from "../../src/lora/save_load.ts";
+import { Generator } from "../../src/tensor/rng.ts";
+import { LoomValueError } from "../../src/tensor/errors.ts";
+import { TINY, TINY_ADAPTER, expectBitwise, ids, tmp } from "../models/helpers.ts";
+
+function trainedLike(seed: number, config: LoraConfig, adapter = "default") {
+  const model = GPT2LMHeadModel.from_pretrained(TINY);
+  const peft = get_peft_model(model, config, adapter);
+  const g = new Generator(seed);
+  no_grad(() => {
+    for (const [, l] of lora_layers(model)) {
+      const B = l.lora_B.get(adapter).weight;
+      B.copy_(randn(B.shape as number[], { generator: g }).mul(0.2));
+    }
+  });
+  return { model, peft };
+}
+
+describe("save_adapter / load_adapter (PEFT format)", () => {
+  test("files, keys, shapes, metadata and adapter_config.json fields", () => {
+    const config = new LoraConfig({ r: 4, lora_alpha: 8, lora_dropout: 0.05, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true, task_type: "CAUSAL_LM" });
+    const { model, peft } = trainedLike(1, config);
+    const dir = tmp("adapter");
+    const keys = save_adapter(peft, dir, { base_model_name_or_path: "checkpoints/char-gpt" });
+    expect(readdirSync(dir).sort()).toEqual(["adapter_config.json", "adapter_model.safetensors"]);
+    expect(keys).toEqual([
+      "base_model.model.transformer.h.0.attn.c_attn.lora_A.weight", "base_model.model.transformer.h.0.attn.c_attn.lora_B.weight",
+      "base_model.model.transformer.h.0.attn.c_proj.lora_A.weight", "base_model.model.transformer.h.0.attn.c_proj.lora_B.weight",
+      "base_model.model.transformer.h.1.attn.c_attn.lora_A.weight", "base_model.model.transformer.h.1.attn.c_attn.lora_B.weight",
+      "base_model.model.transformer.h.1.attn.c_proj.lora_A.weight", "base_model.model.transformer.h.1.attn.c_proj.lora_B.weight",
+    ]);
+    const header = read_header_file(join(dir, "adapter_model.safetensors"));
+    expect(header.metadata).toEqual({ format: "pt" });
+    expect(header.tensors.get("base_model.model.transformer.h.0.attn.c_attn.lora_A.weight")!.shape).toEqual([4, 12]); // [r, in]
+    expect(header.tensors.get("base_model.model.transformer.h.0.attn.c_attn.lora_B.weight")!.shape).toEqual([36, 4]); // [out, r]
+    expect(header.tensors.get("base_model.model.transformer.h.0.attn.c_proj.lora_B.weight")!.shape).toEqual([12, 4]);
+    const ac = JSON.parse(readFileSync(join(dir, "adapter_config.json"), "utf8"));
+    expect(ac).toMatchObject({
+      peft_type: "LORA", r: 4, lora_alpha: 8, lora_dropout: 0.05, target_modules: ["attn.c_attn", "attn.c_proj"],
+      fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM", inference_mode: true, init_lora_weights: true,
+      base_model_name_or_path: "checkpoints/char-gpt", use_rslora: false, use_dora: false, rank_pattern: {}, alpha_pattern: {},
+      modules_to_save: null, layers_to_transform: null, layers_pattern: null, revision: null,
+    });
+    expect(Object.keys(ac)).toEqual(Object.keys(ac).slice().sort()); // PEFT writes sorted keys
+    expect(peft_config(model).get("default")!.inference_mode).toBe(false); // saving does not flip the live config
+
+    // round trip into a fresh base model: identical logits
+    const fresh = GPT2LMHeadModel.from_pretrained(TINY);
+    const loaded = load_adapter(fresh, dir);
+    expect(loaded.r).toBe(4);
+    expect(loaded.base_model_name_or_path).toBe("checkpoints/char-gpt");
+    model.eval();
+    expectBitwise(fresh.call(ids()).logits, model.call(ids()).logits);
+    rmSync(dir, { recursive: true });
+  });
+
+  test("saved values are the adapter's A and B, bit for bit; the name of a non-default adapter is not in the keys", () => {
+    const { model } = trainedLike(2, new LoraConfig({ r: 2, target_modules: ["c_fc"], fan_in_fan_out: true }), "mine");
+    const dir = tmp("adapter-named");
+    save_adapter(model, dir, { adapter_name: "mine" });
+    const { tensors } = load_file(join(dir, "adapter_model.safetensors"));
+    const [path, l] = lora_layers(model)[0]!;
+    expect([...tensors.keys()][0]).toBe(`base_model.model.${path}.lora_A.weight`);
+    expect(Array.from(tensors.get(`base_model.model.${path}.lora_B.weight`)!.data)).toEqual(Array.from(l.lora_B.get("mine").weight.dataSync()));
+    expect(get_peft_model_state_dict(model, "mine").size).toBe(4);
+    expect(() => get_peft_model_state_dict(model, "default")).toThrow(/no adapter "default"/);
+    rmSync(dir, { recursive: true });
+  });
+
+  test("re-saving the PyTorch-written fixture reproduces its tensors and keeps PEFT's extra config fields", () => {
+    const model = GPT2LMHeadModel.from_pretrained(TINY);
+    load_adapter(model, TINY_ADAPTER);
+    const dir = tmp("adapter-resave");
+    save_adapter(model, dir);
+    const a = load_file(join(TINY_ADAPTER, "adapter_model.safetensors")).tensors;
+    const b = load_file(join(dir, "adapter_model.safetensors")).tensors;
+    expect([...b.keys()].sort()).toEqual([...a.keys()].sort());
+    for (const [k, t] of a) expect(Array.from(b.get(k)!.data)).toEqual(Array.from(t.data));
+    const before = JSON.parse(readFileSync(join(TINY_ADAPTER, "adapter_config.json"), "utf8"));
+    const after = JSON.parse(readFileSync(join(dir, "adapter_config.json"), "utf8"));
+    expect(after).toEqual(before);
+    rmSync(dir, { recursive: true });
+  });
+
+  test("a second adapter loads inactive next to the first; set_adapter switches", () => {
+    const { model, peft } = trainedLike(3, new LoraConfig({ r: 2, target_modules: ["attn.c_attn"], fan_in_fan_out: true }));
+    const dir = tmp("adapter-second");
+    save_adapter(peft, dir);
+    const x = ids();
+    model.eval();
+    const withDefault = model.call(x).logits;
+    load_adapter(model, TINY_ADAPTER, "torch");
+    expect([...peft_config(model).keys()]).toEqual(["default", "torch"]);
+    expectBitwise(model.call(x).logits, withDefault);
+    set_adapter(model, "torch");
+    const ref = GPT2LMHeadModel.from_pretrained(TINY);
+    load_adapter(ref, TINY_ADAPTER);
+    expectBitwise(model.call(x).logits, ref.call(x).logits);
+    // loading into an existing adapter overwrites its weights, so the files must fit it exactly
+    load_adapter(model, TINY_ADAPTER, "torch");
+    expect(() => load_adapter(model, dir, "torch")).toThrow(/missing LoRA weights: base_model.model.transformer.h.0.attn.c_proj.lora_A.weight/);
+    expect(() => load_adapter(model, TINY_ADAPTER, "default")).toThrow(/unexpected key "base_model.model.transformer.h.0.attn.c_proj.lora_A.weight"/);
+    rmSync(dir, { recursive: true });
+  });
+
+  test("refused: wrong rank, unknown keys, missing weights, missing files", () => {
+    const dir = tmp("adapter-bad");
+    const { peft } = trainedLike(4, new LoraConfig({ r: 2, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true }));
+    save_adapter(peft, dir);
+    const file = join(dir, "adapter_model.safetensors");
+    const good = load_file(file, { copy: true }).tensors;
+
+    const rank4 = GPT2LMHeadModel.from_pretrained(TINY);
+    get_peft_model(rank4, new LoraConfig({ r: 4, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true }));
+    expect(() => load_adapter(rank4, dir)).toThrow(/size mismatch for base_model.model.transformer.h.0.attn.c_attn.lora_A.weight: copying a param with shape \[2, 12\]/);
+
+    const extra = new Map(good);
+    extra.set("base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight", good.get("base_model.model.transformer.h.0.attn.c_attn.lora_A.weight")!);
+    save_file(extra, file, { format: "pt" });
+    const victim = GPT2LMHeadModel.from_pretrained(TINY);
+    expect(() => load_adapter(victim, dir)).toThrow(/unexpected key "base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight"/);
+    expect(lora_layers(victim)).toEqual([]); // rolled back: the plain model again
+
+    const missing = new Map([...good].filter(([k]) => !k.includes("h.1.attn.c_proj.lora_B")));
+    save_file(missing, file, { format: "pt" });
+    expect(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), dir)).toThrow(/missing LoRA weights: base_model.model.transformer.h.1.attn.c_proj.lora_B.weight/);
+
+    rmSync(file);
+    expect(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), dir)).toThrow(/no adapter_model.safetensors/);
+    rmSync(dir, { recursive: true });
+  });
+});
+
+describe("LoraConfig", () => {
+  test("PEFT defaults and validation", () => {
+    const c = new LoraConfig();
+    expect(c).toMatchObject({ r: 8, lora_alpha: 8, lora_dropout: 0, bias: "none", fan_in_fan_out: false, init_lora_weights: true, peft_type: "LORA", target_modules: null });
+    expect(() => new LoraConfig({ r: 0 })).toThrow(/`r` should be a positive integer/);
+    expect(() => new LoraConfig({ lora_dropout: 1 })).toThrow(LoomValueError);
+    expect(() => new LoraConfig({ bias: "some" as never })).toThrow(LoomValueError);
+    expect(() => new LoraConfig({ use_dora: true })).toThrow(/not supported/);
+    expect(() => new LoraConfig({ peft_type: "IA3" as never })).toThrow(/peft_type/);
+    expect(() => new LoraConfig({ target_modules: ".*", layers_to_transform: [0] })).toThrow(/layers_to_transform/);
+    expect(LoraConfig.from_dict(JSON.parse(c.to_json_string())).to_dict()).toEqual(c.to_dict());
+  });
+
+  test("rank_pattern / alpha_pattern override r and alpha per module; use_rslora scales by α/√r", () => {
+    const model = GPT2LMHeadModel.from_pretrained(TINY);
+    get_peft_model(model, new LoraConfig({
+      r: 2, lora_alpha: 4, target_modules: ["c_attn"], fan_in_fan_out: true,
+      rank_pattern: { "h.1.attn.c_attn": 3 }, alpha_pattern: { "h.1.attn.c_attn": 12 },
+    }));
+    const [l0, l1] = lora_layers(model).map(([, l]) => l);
+    expect([l0!.r.default, l0!.scaling.default]).toEqual([2, 2]);
+    expect([l1!.r.default, l1!.scaling.default, l1!.lora_A.get("default").weight.shape[0]]).toEqual([3, 4, 3]);
+    add_adapter(model, "rs", new LoraConfig({ r: 4, lora_alpha: 4, target_modules: ["c_attn"], fan_in_fan_out: true, use_rslora: true }));
+    expect(l0!.scaling.rs).toBe(2);
+  });
+});
