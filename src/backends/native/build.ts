@@ -13,9 +13,10 @@ export const NATIVE_DIR = resolve(import.meta.dir, "../../../native");
 export const BUILD_DIR = join(NATIVE_DIR, "build");
 /**
  * Flags: -O3 -march=native for this CPU's vectors, pthreads for the pool, no OpenMP;
- * -ffp-contract=off so a·b + c is never fused into an FMA (the js reference rounds twice).
+ * -ffp-contract=off so a·b + c is never fused into an FMA (the js reference rounds twice);
+ * -fopenmp-simd (no OpenMP runtime) so block loops call libmvec's SIMD exp/log/tanh/...
  */
-export const CFLAGS = ["-O3", "-march=native", "-fPIC", "-pthread", "-fno-math-errno", "-ffp-contract=off", "-Wall"];
+export const CFLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-pthread", "-fno-math-errno", "-ffp-contract=off", "-fopenmp-simd", "-Wall"];
 
 export type BuildResult = { ok: true; path: string; cached: boolean } | { ok: false; reason: string };
 
@@ -58,7 +59,7 @@ export function buildNative(opts: { quiet?: boolean } = {}): BuildResult {
   const script = [
     ...cfiles.map((f, i) => `${q(cc)} ${CFLAGS.join(" ")} -c ${q(f)} -o ${q(objs[i]!)} &`),
     "wait",
-    `${q(cc)} -shared -pthread -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -lm -ldl`,
+    `${q(cc)} -shared -pthread -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -lmvec -lm -ldl`,
   ].join("\n");
   // `wait` loses the compile jobs' statuses; a missing object then fails the link with the compiler's message
   const r = Bun.spawnSync(["sh", "-c", script], { stdout: "pipe", stderr: "pipe" });
