@@ -16,6 +16,7 @@ export * from "./tensor/errors.ts";
 export { realizeStats } from "./scheduler/realize.ts";
 export { OPS, type OpName } from "./graph/registry.ts";
 export { jsBackend } from "./backends/js/backend.ts";
+export { init_webgpu, webgpuStatus as webgpu_status } from "./backends/webgpu/index.ts";
 export * as io from "./io/index.ts";
 export * as nn from "./nn/index.ts";
 export * as optim from "./optim/index.ts";

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll } from "bun:test";
 import { nativeBackend, nativeUnavailableReason } from "../src/backends/native/backend.ts";
+import { init_webgpu } from "../src/backends/webgpu/index.ts";
 import { set_default_backend } from "../src/lazy/device.ts";
 
 export type BackendName = "js" | "native";
@@ -25,3 +26,17 @@ export function useBackend(name: BackendName): void {
   beforeAll(() => { prev = set_default_backend(name); });
   afterAll(() => { set_default_backend(prev as BackendName); });
 }
+
+/**
+ * Whether suites also run on the "webgpu" device (bun-webgpu with an adapter: a GPU, or lavapipe
+ * on the CPU). Unavailable: skipped with a printed reason, a failure when LOOM_REQUIRE_WEBGPU=1.
+ * On webgpu, float64 inputs run as float32 (WGSL has no f64) and are compared with the js
+ * reference within float32 tolerances.
+ */
+export const WEBGPU: boolean = await (async () => {
+  const s = await init_webgpu();
+  if (s.available) return true;
+  if (process.env.LOOM_REQUIRE_WEBGPU === "1") throw new Error(`LOOM_REQUIRE_WEBGPU=1 but the webgpu device is unavailable: ${s.reason}`);
+  console.warn(`[skip] webgpu device: ${s.reason}`);
+  return false;
+})();

@@ -7,6 +7,7 @@
 import type { Backend } from "../backends/backend.ts";
 import { jsBackend } from "../backends/js/backend.ts";
 import { nativeBackend, nativeUnavailableReason } from "../backends/native/backend.ts";
+import { webgpuBackend } from "../backends/webgpu/index.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { toContiguous, type TensorData } from "../tensor/storage.ts";
 
@@ -23,8 +24,12 @@ function defaultCpu(): Backend {
 
 const backends = new Map<string, Backend>([["cpu", defaultCpu()]]);
 
+/** Devices opened on first use: "webgpu" (bun-webgpu; throws with the reason when no adapter). */
+const lazyDevices: Record<string, () => Backend> = { webgpu: webgpuBackend };
+
 export function backendFor(device: string): Backend {
-  const b = backends.get(device);
+  let b = backends.get(device);
+  if (!b && lazyDevices[device]) backends.set(device, (b = lazyDevices[device]!()));
   if (!b) throw new LoomValueError(`unknown or unavailable device '${device}'; available: ${[...backends.keys()].join(", ")}`);
   return b;
 }

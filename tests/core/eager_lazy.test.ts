@@ -4,11 +4,17 @@
  */
 import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
-import { BACKENDS, useBackend } from "../backends.ts";
+import { BACKENDS, WEBGPU, useBackend } from "../backends.ts";
 import { OP_CASES } from "./op_cases.ts";
 
-function run(c: (typeof OP_CASES)[number], inputs: loom.Tensor[], lazy: boolean) {
-  const leaves = inputs.map((x) => (x.dtype === "float64" && !c.nondiff ? x.detach().requires_grad_(true) : x.detach()));
+/** Inputs as run on webgpu: float64 becomes float32 (WGSL has no f64), moved to the device. */
+const onGpu = (x: loom.Tensor) => (x.dtype === "float64" ? x.float() : x).to("webgpu");
+
+function run(c: (typeof OP_CASES)[number], inputs: loom.Tensor[], lazy: boolean, gpu = false) {
+  const leaves = inputs.map((x) => {
+    const d = gpu ? onGpu(x) : x.detach();
+    return x.dtype === "float64" && !c.nondiff ? d.detach().requires_grad_(true) : d.detach();
+  });
   const args = leaves.map((x) => (lazy ? x.lazy() : x));
   const outs = [c.fn(...args)].flat() as any[];
   const values = outs.map((o) => ({ shape: [...o.shape], dtype: o.dtype, data: Array.from(o.dataSync() as Float64Array) }));
@@ -38,5 +44,47 @@ describe.each(BACKENDS)("eager == lazy on %s", (backend) => {
       expect(l.grads).toEqual(e.grads);
       if (!c.nondiff) expect(e.grads.some((g) => g !== null)).toBe(true);
     });
+  }
+});
+
+/** Cases whose fn mixes in float64 constants, which the webgpu device cannot hold. */
+const NEEDS_F64 = new Set(["cast_roundtrip", "permute", "expand", "squeeze_unsqueeze_flatten"]);
+/** float32 on the GPU vs the float64 js reference: |got - want| <= atol + rtol·|want|. */
+const GPU_TOL = { rtol: 1e-4, atol: 1e-4 };
+
+function worstMismatch(got: number[], want: number[]): string | null {
+  if (got.length !== want.length) return `length ${got.length} vs ${want.length}`;
+  for (let i = 0; i < got.length; i++) {
+    const g = got[i]!, w = want[i]!;
+    const ok = Number.isNaN(w) ? Number.isNaN(g) : !Number.isFinite(w) ? g === w : Math.abs(g - w) <= GPU_TOL.atol + GPU_TOL.rtol * Math.abs(w);
+    if (!ok) return `[${i}] ${g} vs ${w}`;
+  }
+  return null;
+}
+
+describe.if(WEBGPU)("eager == lazy on webgpu, and close to js float64", () => {
+  for (const c of OP_CASES) {
+    if (NEEDS_F64.has(c.name)) continue;
+    test(c.name, () => {
+      const inputs = c.inputs();
+      const ref = run(c, inputs, false);
+      const e = run(c, inputs, false, true);
+      const l = run(c, inputs, true, true);
+      expect(l.values).toEqual(e.values);
+      expect(l.grads).toEqual(e.grads);
+      const errs: string[] = [];
+      e.values.forEach((v, i) => {
+        const w = ref.values[i]!;
+        if (JSON.stringify(v.shape) !== JSON.stringify(w.shape)) errs.push(`out[${i}] shape`);
+        const m = worstMismatch(v.data, w.data);
+        if (m) errs.push(`out[${i}] ${m}`);
+      });
+      e.grads.forEach((g, i) => {
+        const w = ref.grads[i] ?? null;
+        if ((g === null) !== (w === null)) errs.push(`grad[${i}] presence`);
+        else if (g && w) { const m = worstMismatch(g, w); if (m) errs.push(`grad[${i}] ${m}`); }
+      });
+      expect(errs).toEqual([]);
+    }, 60_000); // first use of a kernel compiles it (lavapipe: up to seconds)
   }
 });

@@ -1,0 +1,246 @@
+/**
+ * WGSL launchers for the registry's `kernel` ops (tsc checks the table covers them all):
+ * matmul, indexing (gather/scatter_add, index_select/index_add), tri, cat, slice_backward,
+ * argmax/argmin, cumsum and the fused lora_linear.
+ *
+ * Scatters are deterministic: one thread per output lane walks the indexed dim in order, so
+ * there are no atomics and sums come in the js reference's order. Out-of-range indices cannot
+ * throw on the GPU: the kernel records the first one in the error buffer and the next readback
+ * throws LoomIndexError with the same message as the js backend.
+ */
+import type { ArgAttrs, CumsumAttrs } from "../../graph/ops/reduce.ts";
+import type { LoraAttrs } from "../../graph/ops/lora.ts";
+import type { DimAttrs, SliceBackwardAttrs } from "../../graph/ops/movement.ts";
+import type { TriAttrs } from "../../graph/ops/linalg_index.ts";
+import { LoomShapeError } from "../../tensor/errors.ts";
+import { normalizeDim } from "../../tensor/shape.ts";
+import { storeExpr, WGSL_COMMON } from "./dtype.ts";
+import { collapse, contiguous, groupsFor, linearIndex, numelOf, type Ctx, type OpsOfKind, type View } from "./context.ts";
+import { launchElementwise } from "./elementwise.ts";
+import { launchGemm, launchMatmul } from "./matmul.ts";
+import { ERR_OPS, PARAMS_WGSL } from "./queue.ts";
+import { launchArg, launchCumsum, unravel } from "./reduce.ts";
+
+/** A kernel launcher: inputs are operand views, `out` a fresh dense output. */
+export type Launch = (ctx: Ctx, ins: readonly View[], attrs: any, out: View) => void;
+
+const ERR_WGSL = (binding: number) => `
+@group(0) @binding(${binding}) var<storage, read_write> err: array<atomic<u32>, 4>;
+fn report(code: u32, v: i32, dim: u32, size: u32) {
+  if (atomicMax(&err[0], code) == 0u) { atomicStore(&err[1], bitcast<u32>(v)); atomicStore(&err[2], dim); atomicStore(&err[3], size); }
+}`;
+const errCode = (op: (typeof ERR_OPS)[number]) => ERR_OPS.indexOf(op) + 1;
+
+/** out (dense) = values of `src` converted to out's dtype. */
+function copyInto(ctx: Ctx, src: View, out: View, shape = src.shape): void {
+  launchElementwise(ctx, "contiguous", [{ kind: "buf", view: src }], shape, { view: out, dense: true });
+}
+
+/** A view of `out` (dense) restricted to [start, start+len) along dim. */
+function sliceOf(out: View, dim: number, start: number, len: number, step = 1): View {
+  const st = contiguous(out.shape);
+  const shape = [...out.shape];
+  shape[dim] = len;
+  const strides = [...st];
+  strides[dim] = st[dim]! * step;
+  return { ...out, shape, strides, offset: out.offset + start * st[dim]! };
+}
+
+/**
+ * Generic "index along dim" kernel: one thread per lane of `lanes` (a shape whose `dim` is 1 for
+ * scatters); `body` gets `ox`, `oi`, `os`, `oo` (offsets of x, index, src, out for the lane).
+ */
+function laneKernel(op: (typeof ERR_OPS)[number], ins: string, lanes: readonly number[], strideLists: readonly (readonly number[])[], body: string, outT: string, extra: number[]): { source: string; params: number[] } {
+  const nd = lanes.length;
+  const names = ["ox", "oi", "os", "oo"].slice(0, strideLists.length);
+  const E = 1 + extra.length; // first word after n and extras
+  const S = E; // shape words
+  const targets = names.map((v, k) => ({ v, stride: (d: number) => S + nd * (k + 1) + d }));
+  const source = `${PARAMS_WGSL}${WGSL_COMMON}
+@group(0) @binding(1) var<storage, read_write> out: array<${outT}>;
+${ins}
+${ERR_WGSL(5)}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: vec3u) {
+  let i = ${linearIndex(64)};
+  if (i >= p(0u)) { return; }
+  ${names.map((v) => `var ${v} = 0u;`).join(" ")}
+  ${unravel("i", nd, (d) => S + d, targets)}
+  ${body}
+}`;
+  void op;
+  return { source, params: [numelOf(lanes), ...extra, ...lanes, ...strideLists.flat()] };
+}
+
+const gather: Launch = (ctx, [x, index], a: DimAttrs, out) => {
+  const dim = a.dim;
+  const xs = x!.strides.map((s, d) => (d === dim ? 0 : s));
+  const ost = contiguous(out.shape);
+  // extra words: size, x offset, x dim stride, index offset
+  const { source, params } = laneKernel("gather", `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
+@group(0) @binding(3) var<storage, read> ix: array<i32>;
+@group(0) @binding(4) var<storage, read> unused: array<i32>;`, index!.shape, [xs, index!.strides, ost],
+  `let v = ix[p(4u) + oi];
+  let size = i32(p(1u));
+  if (v < -size || v >= size) { report(${errCode("gather")}u, v, ${dim}u, p(1u)); return; }
+  let k = u32(select(v, v + size, v < 0));
+  out[i] = x[p(2u) + ox + k * p(3u)];`, out.t, [x!.shape[dim]!, x!.offset, x!.strides[dim]!, index!.offset]);
+  ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, x!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(index!.shape), 64));
+};
+
+const scatter_add: Launch = (ctx, [x, index, src], a: DimAttrs, out) => {
+  copyInto(ctx, x!, out);
+  const dim = a.dim;
+  const lanes = index!.shape.map((s, d) => (d === dim ? 1 : s));
+  const ost = contiguous(out.shape).map((s, d) => (d === dim ? 0 : s));
+  const ct = out.t;
+  const { source, params } = laneKernel("scatter_add", `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
+@group(0) @binding(3) var<storage, read> ix: array<i32>;
+@group(0) @binding(4) var<storage, read> unused: array<i32>;`, lanes, [lanes.map(() => 0), index!.strides, src!.strides, ost],
+  `let size = i32(p(1u));
+  for (var j = 0u; j < p(2u); j++) {
+    let v = ix[p(3u) + oi + j * p(4u)];
+    if (v < -size || v >= size) { report(${errCode("scatter_add")}u, v, ${dim}u, p(1u)); return; }
+    let k = u32(select(v, v + size, v < 0));
+    let t = oo + k * p(7u);
+    out[t] = ${storeExpr(out.dtype, ct, `out[t] + ${ct}(src[p(5u) + os + j * p(6u)])`)};
+  }`, out.t, [x!.shape[dim]!, index!.shape[dim] ?? 1, index!.offset, index!.strides[dim] ?? 0, src!.offset, src!.strides[dim] ?? 0, contiguous(out.shape)[dim] ?? 0]);
+  ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, src!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(lanes), 64));
+};
+
+const index_select: Launch = (ctx, [x, index], a: DimAttrs, out) => {
+  const dim = a.dim;
+  const xs = x!.strides.map((s, d) => (d === dim ? 0 : s));
+  // the position along dim of each output element: a stride-1 counter over out's dim
+  const pos = out.shape.map((_, d) => (d === dim ? 1 : 0));
+  const { source, params } = laneKernel("index_select", `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
+@group(0) @binding(3) var<storage, read> ix: array<i32>;
+@group(0) @binding(4) var<storage, read> unused: array<i32>;`, out.shape, [xs, pos],
+  `let v = ix[p(4u) + oi * p(5u)];
+  let size = i32(p(1u));
+  if (v < -size || v >= size) { report(${errCode("index_select")}u, v, ${dim}u, p(1u)); return; }
+  let k = u32(select(v, v + size, v < 0));
+  out[i] = x[p(2u) + ox + k * p(3u)];`, out.t, [x!.shape[dim]!, x!.offset, x!.strides[dim]!, index!.offset, index!.strides[0] ?? 0]);
+  ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, x!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(out.shape), 64));
+};
+
+const index_add: Launch = (ctx, [x, index, src], a: DimAttrs, out) => {
+  copyInto(ctx, x!, out);
+  const dim = a.dim;
+  const lanes = src!.shape.map((s, d) => (d === dim ? 1 : s));
+  const ost = contiguous(out.shape).map((s, d) => (d === dim ? 0 : s));
+  const ct = out.t;
+  const { source, params } = laneKernel("index_add", `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
+@group(0) @binding(3) var<storage, read> ix: array<i32>;
+@group(0) @binding(4) var<storage, read> unused: array<i32>;`, lanes, [lanes.map(() => 0), lanes.map(() => 0), src!.strides, ost],
+  `let size = i32(p(1u));
+  for (var j = 0u; j < p(2u); j++) {
+    let v = ix[p(3u) + j * p(4u)];
+    if (v < -size || v >= size) { report(${errCode("index_add")}u, v, ${dim}u, p(1u)); return; }
+    let k = u32(select(v, v + size, v < 0));
+    let t = oo + k * p(7u);
+    out[t] = ${storeExpr(out.dtype, ct, `out[t] + ${ct}(src[p(5u) + os + j * p(6u)])`)};
+  }`, out.t, [x!.shape[dim]!, numelOf(index!.shape), index!.offset, index!.strides[0] ?? 0, src!.offset, src!.strides[dim]!, contiguous(out.shape)[dim]!]);
+  ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, src!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(lanes), 64));
+};
+
+const tri: Launch = (ctx, [x], a: TriAttrs, out) => {
+  const nd = x!.shape.length;
+  const R = x!.shape[nd - 2]!, C = x!.shape[nd - 1]!;
+  const n = numelOf(x!.shape);
+  if (n === 0) return;
+  const zero = x!.t === "f32" ? "0.0" : "0";
+  const keep = a.upper ? "i32(c) - i32(r) >= pi(3u)" : "i32(c) - i32(r) <= pi(3u)";
+  const source = `${PARAMS_WGSL}
+@group(0) @binding(1) var<storage, read_write> out: array<${out.t}>;
+@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: vec3u) {
+  let i = ${linearIndex(64)};
+  if (i >= p(0u)) { return; }
+  var ox = p(4u);
+  ${unravel("i", nd, (d) => 5 + d, [{ v: "ox", stride: (d) => 5 + nd + d }])}
+  let c = i % p(2u);
+  let r = (i / p(2u)) % p(1u);
+  out[i] = select(${zero}, x[ox], ${keep});
+}`;
+  const diag = new Int32Array([a.diagonal]);
+  ctx.q.dispatch({ source, access: ["rw", "r"] }, [n, R, C, new Uint32Array(diag.buffer)[0]!, x!.offset, ...x!.shape, ...x!.strides], [out.buf, x!.buf], groupsFor(n, 64));
+};
+
+const cat: Launch = (ctx, ins, a: DimAttrs, out) => {
+  let start = 0;
+  for (const x of ins) {
+    const len = x.shape[a.dim]!;
+    if (len > 0) launchElementwise(ctx, "contiguous", [{ kind: "buf", view: x }], x.shape, { view: sliceOf(out, a.dim, start, len), dense: false });
+    start += len;
+  }
+};
+
+const slice_backward: Launch = (ctx, [g], a: SliceBackwardAttrs, out) => {
+  ctx.q.clear(out.buf, numelOf(out.shape) * 4);
+  const len = g!.shape[a.dim]!;
+  if (len > 0) launchElementwise(ctx, "contiguous", [{ kind: "buf", view: g! }], g!.shape, { view: sliceOf(out, a.dim, a.start, len, a.step), dense: false });
+};
+
+const matmul: Launch = (ctx, [a, b], _attrs, out) => launchMatmul(ctx, a!, b!, out);
+
+/** x [..., in] as a matrix [M, in]: its leading dims must collapse to one stride, else copy. */
+function asMatrix(ctx: Ctx, x: View): { v: View; M: number; rs: number; temp: View | null } {
+  const lead = x.shape.slice(0, -1);
+  const M = numelOf(lead);
+  const c = collapse(lead, [x.strides.slice(0, -1)]);
+  if (c.shape.length <= 1) return { v: x, M, rs: c.strides[0]![0] ?? 0, temp: null };
+  const t = ctx.temp(x.dtype, x.shape, "lora_linear");
+  copyInto(ctx, x, t);
+  return { v: t, M, rs: x.shape[x.shape.length - 1]!, temp: t };
+}
+
+/** y = x Wᵀ + b + s·(x Aᵀ) Bᵀ as three GEMMs, the last with the add/bias/scale epilogue. */
+const lora_linear: Launch = (ctx, [x, W, A, B, bias], a: LoraAttrs, out) => {
+  const fin = x!.shape[x!.shape.length - 1]!, fout = W!.shape[0]!, r = A!.shape[0]!;
+  const xm = asMatrix(ctx, x!);
+  const M = xm.M;
+  if (M === 0 || fout === 0) return;
+  const common = { batch: [], aBatch: [], bBatch: [] };
+  const Y = ctx.temp(out.dtype, [M, fout], "lora_linear");
+  const H = ctx.temp(out.dtype, [M, r], "lora_linear");
+  const xk = xm.v.strides[xm.v.strides.length - 1]!;
+  launchGemm(ctx, { ...common, a: xm.v, b: W!, out: Y, M, N: fout, K: fin, am: xm.rs, ak: xk, bk: W!.strides[1]!, bn: W!.strides[0]! });
+  if (r > 0) launchGemm(ctx, { ...common, a: xm.v, b: A!, out: H, M, N: r, K: fin, am: xm.rs, ak: xk, bk: A!.strides[1]!, bn: A!.strides[0]! });
+  else ctx.q.clear(H.buf, 4);
+  if (r === 0) {
+    // no adapter: out = Y + bias
+    launchElementwise(ctx, "add", [{ kind: "buf", view: Y }, bias && a.has_bias ? { kind: "buf", view: { ...bias, shape: [M, fout], strides: [0, bias.strides[0]!] } } : { kind: "imm", t: out.t, dtype: out.dtype, value: 0 }], [M, fout], { view: out, dense: true });
+  } else {
+    launchGemm(ctx, {
+      ...common, a: H, b: B!, out, M, N: fout, K: r, am: r, ak: 1, bk: B!.strides[1]!, bn: B!.strides[0]!,
+      alpha: a.scaling, c: Y, bias: a.has_bias ? bias : undefined,
+    });
+  }
+  ctx.q.pool.release(Y.buf);
+  ctx.q.pool.release(H.buf);
+  if (xm.temp) ctx.q.pool.release(xm.temp.buf);
+};
+
+const argmax: Launch = (ctx, [x], a: ArgAttrs, out) => argLaunch(ctx, "argmax", x!, a, out);
+const argmin: Launch = (ctx, [x], a: ArgAttrs, out) => argLaunch(ctx, "argmin", x!, a, out);
+function argLaunch(ctx: Ctx, op: "argmax" | "argmin", x: View, a: ArgAttrs, out: View): void {
+  const nd = x.shape.length;
+  const dims = a.dim === null || nd === 0 ? x.shape.map((_, i) => i) : [normalizeDim(op, a.dim, nd)];
+  launchArg(ctx, op, x, dims, out);
+}
+
+const cumsum: Launch = (ctx, [x], a: CumsumAttrs, out) => {
+  const nd = x!.shape.length;
+  launchCumsum(ctx, x!, nd === 0 ? 0 : normalizeDim("cumsum", a.dim, nd), a.reverse, out);
+};
+
+/** Every kernel op of the registry, on the GPU. */
+export const KERNELS = {
+  matmul, gather, scatter_add, index_select, index_add, tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum,
+} satisfies Record<OpsOfKind<"kernel">, Launch>;
+
+export function checkRank(op: string, shape: readonly number[], max = 12): void {
+  if (shape.length > max) throw new LoomShapeError(`[${op}] tensors of rank ${shape.length} exceed the webgpu kernels' limit of ${max}`);
+}

@@ -1,0 +1,275 @@
+/// <reference types="@webgpu/types" />
+/**
+ * The command queue: dispatches are recorded into one GPUCommandEncoder (a "batch") and
+ * submitted together by `flush()`, which the scheduler calls once at the end of a realize (so one
+ * realize = one queue submit), and which readbacks call before mapping. Eager ops record into the
+ * same open batch; it is submitted when JavaScript yields (a microtask), at a readback, or every
+ * `maxDispatches` dispatches.
+ *
+ * Kernel parameters (shapes, strides, offsets, scalars) go into a uniform arena: 256 bytes per
+ * dispatch, written with one `writeBuffer` per 64 KiB chunk just before the submit.
+ * Pipelines are compiled once per WGSL source.
+ */
+import { LoomIndexError, LoomValueError } from "../../tensor/errors.ts";
+import { waitSync, type GpuContext } from "./gpu.ts";
+import { BufferPool, bucket, type PBuf } from "./memory.ts";
+
+/** A compute kernel: WGSL source with binding 0 = `P` (params uniform) and 1.. storage buffers. */
+export interface Kernel {
+  readonly source: string;
+  /** Access of bindings 1..n: "r" read-only storage, "rw" read-write storage. */
+  readonly access: readonly ("r" | "rw")[];
+}
+
+/** u32 words of parameters per dispatch (`P: array<vec4<u32>, 16>` in WGSL). */
+export const PARAM_WORDS = 64;
+const PARAM_BYTES = PARAM_WORDS * 4;
+const SLOTS_PER_CHUNK = 256;
+
+/** WGSL declaring binding 0 and `p(i)`, the i-th parameter word. */
+export const PARAMS_WGSL = /* wgsl */ `
+@group(0) @binding(0) var<uniform> P: array<vec4<u32>, 16>;
+fn p(i: u32) -> u32 { return P[i / 4u][i % 4u]; }
+fn pf(i: u32) -> f32 { return bitcast<f32>(p(i)); }
+fn pi(i: u32) -> i32 { return bitcast<i32>(p(i)); }
+`;
+
+/** Counters for tests and benchmarks. */
+export interface QueueStats {
+  /** queue.submit calls. */
+  submits: number;
+  /** Compute dispatches recorded. */
+  dispatches: number;
+  /** Pipelines compiled (cache misses). */
+  pipelines: number;
+  /** Readbacks (buffer maps). */
+  readbacks: number;
+  /** Host-to-GPU uploads. */
+  uploads: number;
+}
+
+/** Error codes kernels write into the error buffer: index out of range, per op. */
+export const ERR_OPS = ["gather", "scatter_add", "index_select", "index_add"] as const;
+
+interface Chunk { gpu: GPUBuffer; words: Uint32Array }
+
+export class CommandQueue {
+  readonly stats: QueueStats = { submits: 0, dispatches: 0, pipelines: 0, readbacks: 0, uploads: 0 };
+  readonly pool: BufferPool;
+  private readonly staging: BufferPool;
+  private readonly device: GPUDevice;
+  private readonly pipelines = new Map<string, { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout }>();
+  private readonly layouts = new Map<string, GPUBindGroupLayout>();
+  private readonly chunks: Chunk[] = [];
+  /** Id of the open batch; buffers it touches carry it in `lastBatch`. */
+  batch = 0;
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private slots = 0;
+  private flushScheduled = false;
+  /** Buffers kept alive until the batch is submitted (temporaries released at submit). */
+  private deferred: PBuf[] = [];
+  /** 4 words: op code (1-based index into ERR_OPS), index value, dim, size. */
+  readonly errBuf: GPUBuffer;
+  maxDispatches = 2048;
+
+  constructor(readonly ctx: GpuContext) {
+    this.device = ctx.device;
+    this.pool = new BufferPool(this.device, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
+    this.staging = new BufferPool(this.device, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
+    this.errBuf = this.device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+  }
+
+  // ---- recording ------------------------------------------------------------------------------
+  private open(): GPUCommandEncoder {
+    if (!this.encoder) {
+      this.encoder = this.device.createCommandEncoder();
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        queueMicrotask(() => { this.flushScheduled = false; this.flush(); });
+      }
+    }
+    return this.encoder;
+  }
+  private computePass(): GPUComputePassEncoder {
+    if (!this.pass) this.pass = this.open().beginComputePass();
+    return this.pass;
+  }
+  private endPass(): GPUCommandEncoder {
+    const enc = this.open();
+    if (this.pass) {
+      this.pass.end();
+      this.pass = null;
+    }
+    return enc;
+  }
+
+  private pipelineFor(k: Kernel): { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout } {
+    let hit = this.pipelines.get(k.source);
+    if (hit) return hit;
+    const key = k.access.join(",");
+    let layout = this.layouts.get(key);
+    if (!layout) {
+      const entries: GPUBindGroupLayoutEntry[] = [
+        { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: "uniform" } },
+        ...k.access.map((a, i): GPUBindGroupLayoutEntry => ({
+          binding: i + 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: a === "r" ? "read-only-storage" : "storage" },
+        })),
+      ];
+      layout = this.device.createBindGroupLayout({ entries });
+      this.layouts.set(key, layout);
+    }
+    const module = this.device.createShaderModule({ code: k.source });
+    const pipeline = this.device.createComputePipeline({
+      layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
+      compute: { module, entryPoint: "main" },
+    });
+    this.stats.pipelines++;
+    hit = { pipeline, layout };
+    this.pipelines.set(k.source, hit);
+    return hit;
+  }
+
+  /**
+   * Record one dispatch. `buffers` bind in order to bindings 1..n (the error buffer is passed
+   * as `null`). `groups` is the workgroup count (counts over 65535 are split into x·y; kernels
+   * use linearIndex()) or an explicit [x, y, z] grid.
+   */
+  dispatch(k: Kernel, params: ArrayLike<number>, buffers: readonly (PBuf | null)[], groups: number | readonly [number, number, number]): void {
+    const [gx, gy, gz] = typeof groups === "number" ? [Math.min(groups, 65535), Math.ceil(groups / 65535), 1] : groups;
+    if (gx === 0 || gy === 0 || gz === 0) return;
+    if (params.length > PARAM_WORDS) throw new LoomValueError(`[webgpu] kernel needs ${params.length} parameter words (max ${PARAM_WORDS})`);
+    const { pipeline, layout } = this.pipelineFor(k);
+    const slot = this.slots++;
+    const ci = Math.floor(slot / SLOTS_PER_CHUNK);
+    if (ci === this.chunks.length) {
+      this.chunks.push({
+        gpu: this.device.createBuffer({ size: SLOTS_PER_CHUNK * PARAM_BYTES, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST }),
+        words: new Uint32Array(SLOTS_PER_CHUNK * PARAM_WORDS),
+      });
+    }
+    const chunk = this.chunks[ci]!;
+    const base = (slot % SLOTS_PER_CHUNK) * PARAM_WORDS;
+    for (let i = 0; i < params.length; i++) chunk.words[base + i] = params[i]!;
+    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: chunk.gpu, offset: base * 4, size: PARAM_BYTES } }];
+    buffers.forEach((b, i) => {
+      if (b) b.lastBatch = this.batch;
+      entries.push({ binding: i + 1, resource: { buffer: b ? b.gpu : this.errBuf } });
+    });
+    const bind = this.device.createBindGroup({ layout, entries });
+    const pass = this.computePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bind);
+    pass.dispatchWorkgroups(gx, gy, gz);
+    this.stats.dispatches++;
+    if (this.slots >= this.maxDispatches) this.flush();
+  }
+
+  /** Record a buffer-to-buffer copy (bytes, multiples of 4). */
+  copy(src: PBuf, srcOffset: number, dst: PBuf, dstOffset: number, bytes: number): void {
+    if (bytes === 0) return;
+    src.lastBatch = dst.lastBatch = this.batch;
+    this.endPass().copyBufferToBuffer(src.gpu, srcOffset, dst.gpu, dstOffset, bytes);
+  }
+
+  /** Record zero-filling `bytes` of `dst` (multiple of 4). */
+  clear(dst: PBuf, bytes: number): void {
+    if (bytes === 0) return;
+    dst.lastBatch = this.batch;
+    this.endPass().clearBuffer(dst.gpu, 0, bytes);
+  }
+
+  /** Keep a temporary alive until this batch is submitted, then return it to the pool. */
+  releaseAfterSubmit(b: PBuf): void {
+    this.deferred.push(b);
+  }
+
+  /** Upload `data` into a fresh pooled buffer (one the open batch does not use). */
+  upload(data: Float32Array | Int32Array): PBuf {
+    const b = this.pool.acquire(data.byteLength, this.batch);
+    if (data.byteLength > 0) this.device.queue.writeBuffer(b.gpu, 0, data.buffer, data.byteOffset, data.byteLength);
+    this.stats.uploads++;
+    return b;
+  }
+
+  /** Submit the open batch (no-op when nothing is recorded). */
+  flush(): void {
+    if (!this.encoder) return;
+    const enc = this.endPass();
+    for (let c = 0; c * SLOTS_PER_CHUNK < this.slots; c++) {
+      const used = Math.min(this.slots - c * SLOTS_PER_CHUNK, SLOTS_PER_CHUNK) * PARAM_WORDS;
+      const ch = this.chunks[c]!;
+      this.device.queue.writeBuffer(ch.gpu, 0, ch.words.buffer, 0, used * 4);
+    }
+    this.device.queue.submit([enc.finish()]);
+    this.stats.submits++;
+    this.encoder = null;
+    this.slots = 0;
+    this.batch++;
+    for (const b of this.deferred) this.pool.release(b);
+    this.deferred = [];
+  }
+
+  // ---- readback ---------------------------------------------------------------------------------
+  private stage(src: PBuf, offset: number, bytes: number): { st: PBuf; size: number } {
+    const size = bytes + 16;
+    const st = this.staging.acquire(size);
+    const enc = this.endPass();
+    src.lastBatch = this.batch;
+    if (bytes > 0) enc.copyBufferToBuffer(src.gpu, offset, st.gpu, 0, bytes);
+    enc.copyBufferToBuffer(this.errBuf, 0, st.gpu, bytes, 16);
+    this.flush();
+    this.stats.readbacks++;
+    return { st, size };
+  }
+  private finish(st: PBuf, bytes: number, size: number): ArrayBuffer {
+    const mapped = st.gpu.getMappedRange(0, size);
+    const out = mapped.slice(0, bytes);
+    const err = new Int32Array(mapped.slice(bytes, bytes + 16));
+    st.gpu.unmap();
+    this.staging.release(st);
+    this.throwDeviceErrors();
+    if (err[0] !== 0) {
+      this.device.queue.writeBuffer(this.errBuf, 0, new Uint32Array(4));
+      const op = ERR_OPS[err[0]! - 1] ?? "webgpu";
+      throw new LoomIndexError(`[${op}] index ${err[1]} is out of bounds for dimension ${err[2]} with size ${err[3]} (detected on the webgpu device)`);
+    }
+    return out;
+  }
+
+  /** Read `bytes` of `src` from `offset`, waiting (synchronously) for the GPU. */
+  readSync(src: PBuf, offset: number, bytes: number): ArrayBuffer {
+    const { st, size } = this.stage(src, offset, bytes);
+    waitSync(st.gpu.mapAsync(GPUMapMode.READ, 0, size), this.ctx.processEvents);
+    return this.finish(st, bytes, size);
+  }
+
+  /** Read `bytes` of `src` from `offset` without blocking JavaScript. */
+  async read(src: PBuf, offset: number, bytes: number): Promise<ArrayBuffer> {
+    const { st, size } = this.stage(src, offset, bytes);
+    await st.gpu.mapAsync(GPUMapMode.READ, 0, size);
+    return this.finish(st, bytes, size);
+  }
+
+  /** Wait until all submitted work has finished (flushes first). */
+  async done(): Promise<void> {
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    this.throwDeviceErrors();
+  }
+  /** Synchronous `done()`. */
+  doneSync(): void {
+    this.flush();
+    waitSync(this.device.queue.onSubmittedWorkDone(), this.ctx.processEvents);
+    this.throwDeviceErrors();
+  }
+
+  /** Dawn's uncaptured errors (WGSL compile errors, validation) surface here as exceptions. */
+  throwDeviceErrors(): void {
+    if (this.ctx.errors.length === 0) return;
+    const msgs = this.ctx.errors.splice(0);
+    throw new LoomValueError(`[webgpu] device error: ${msgs.join("\n")}`);
+  }
+}
+
+export { bucket };
