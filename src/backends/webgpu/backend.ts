@@ -45,7 +45,7 @@ export class WebGpuBackend implements Backend, Ctx {
   }
 
   // ---- Ctx ------------------------------------------------------------------------------------
-  view(t: TensorData, op: string): View {
+  gpuView(t: TensorData, op: string): View {
     if (isGpu(t)) {
       return { buf: t.storage.buf, t: gpuType(t.dtype, op), dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset };
     }
@@ -88,7 +88,7 @@ export class WebGpuBackend implements Backend, Ctx {
       const value = dec ? dec(t.data, t.offset) : t.data[t.offset]!;
       return { kind: "imm", t: t.dtype === "float64" ? "f32" : gpuType(t.dtype, op), dtype: t.dtype, value };
     }
-    const v = this.view(t, op);
+    const v = this.gpuView(t, op);
     return { kind: "buf", view: { ...v, shape, strides: broadcastStrides(v.shape, v.strides, shape) } };
   }
 
@@ -107,12 +107,12 @@ export class WebGpuBackend implements Backend, Ctx {
           break;
         }
         case "reduce":
-          launchReduce(this, op.name as keyof typeof REDUCE_WGSL, this.view(inputs[0]!, op.name), attrs.dim, o);
+          launchReduce(this, op.name as keyof typeof REDUCE_WGSL, this.gpuView(inputs[0]!, op.name), attrs.dim, o);
           break;
         case "kernel": {
           const launch = KERNELS[op.name as keyof typeof KERNELS];
           if (!launch) throw new Error(`[${op.name}] has no webgpu kernel`);
-          launch(this, inputs.map((t) => this.view(t, op.name)), attrs, o);
+          launch(this, inputs.map((t) => this.gpuView(t, op.name)), attrs, o);
           break;
         }
       }
@@ -179,6 +179,12 @@ export class WebGpuBackend implements Backend, Ctx {
   /** Make `t.data` available without blocking JavaScript (an async readback). */
   async read(t: TensorData): Promise<void> {
     if (isGpu(t)) await t.storage.hostAsync();
+  }
+
+  /** A view of a GPU tensor's buffer (used by compiled plans; never reads the data). */
+  view(t: TensorData, shape: readonly number[], strides: readonly number[], offset: number): TensorData {
+    if (!isGpu(t)) return { dtype: t.dtype, shape, strides, offset, data: t.data };
+    return new GpuData(t.storage, shape, strides, offset);
   }
 
   /** Submit the recorded work (the scheduler calls this once at the end of a realize). */

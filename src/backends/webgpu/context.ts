@@ -26,7 +26,7 @@ export interface View {
 export interface Ctx {
   readonly q: CommandQueue;
   /** The operand on the GPU (CPU data is uploaded into a temporary). */
-  view(t: TensorData, op: string): View;
+  gpuView(t: TensorData, op: string): View;
   /** Give back an operand's temporary upload, if it made one (call after its last dispatch). */
   release(v: View): void;
   /** A new contiguous GPU tensor. */

@@ -56,8 +56,10 @@ export class BufferPool {
   private readonly registry = new FinalizationRegistry<Owner>((o) => this.giveBack(o));
   private owners: { ref: WeakRef<object>; owner: Owner }[] = [];
   private sinceSweep = 0;
-  /** Bytes handed out since the last sweep that trigger the next one. */
-  sweepEvery = 64 * 2 ** 20;
+  /** At least this many bytes handed out since the last sweep trigger the next one. */
+  sweepFloor = 64 * 2 ** 20;
+  /** Bytes handed out since the last sweep that trigger the next one (max of floor and live). */
+  private sweepEvery = this.sweepFloor;
 
   constructor(private readonly device: GPUDevice, private readonly usage: number) {}
 
@@ -68,7 +70,7 @@ export class BufferPool {
   acquire(bytes: number, avoidBatch = -1): PBuf {
     const size = bucket(bytes);
     this.sinceSweep += size;
-    if (this.sinceSweep > this.sweepEvery) this.sweep();
+    if (this.sinceSweep > Math.min(this.sweepEvery, Math.max(this.sweepFloor, this.stats.liveBytes))) this.sweep();
     const list = this.free.get(size);
     if (list && list.length) {
       let i = list.length - 1;
@@ -128,7 +130,7 @@ export class BufferPool {
     }
     this.owners = keep;
     // next sweep after as much again as is live now (at least the floor)
-    this.sweepEvery = Math.max(64 * 2 ** 20, this.stats.liveBytes);
+    this.sweepEvery = Math.max(this.sweepFloor, this.stats.liveBytes);
   }
 
   /** Destroy all free buffers (memory pressure, tests). */

@@ -55,7 +55,7 @@ export function adamwStep(ctx: Ctx, a: AdamWArgs): void {
   }
   const n = numel(shape);
   if (n === 0) return;
-  const [p, g, m, v] = [a.p, a.g, a.m, a.v].map((t) => ctx.view(t, "adamw"));
+  const [p, g, m, v] = [a.p, a.g, a.m, a.v].map((t) => ctx.gpuView(t, "adamw"));
   const f = (x: number) => scalarBits("f32", x);
   const bc1 = 1 - a.beta1 ** a.step, bc2 = 1 - a.beta2 ** a.step;
   const params = [
