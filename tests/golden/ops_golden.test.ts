@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import * as loom from "../../src/index.ts";
-import { BACKENDS, useBackend } from "../backends.ts";
+import { BACKENDS, WEBGPU, useBackend } from "../backends.ts";
 
 type Json = number | string | boolean | null | Json[] | { [k: string]: Json };
 interface Arr { shape: number[]; dtype: loom.DType; data: (number | string | boolean)[]; requires_grad?: boolean }
@@ -31,8 +31,9 @@ function decodeArgs(a: Json): any {
   if (a && typeof a === "object") return Object.fromEntries(Object.entries(a).map(([k, v]) => [k, decodeArgs(v)]));
   return a;
 }
-function makeTensor(a: Arr): loom.Tensor {
-  const t = loom.tensor(Float64Array.from(a.data, num), { dtype: a.dtype }).reshape(a.shape);
+function makeTensor(a: Arr, gpu = false): loom.Tensor {
+  let t = loom.tensor(Float64Array.from(a.data, num), { dtype: a.dtype }).reshape(a.shape);
+  if (gpu) t = (t.dtype === "float64" ? t.float() : t).to("webgpu"); // WGSL has no f64
   return a.requires_grad ? t.requires_grad_(true) : t;
 }
 
@@ -94,8 +95,8 @@ const ADAPTERS: Record<string, Adapter> = {
 // ---- running a case --------------------------------------------------------------------------
 interface Result { outs: loom.Tensor[]; grads: (loom.Tensor | null)[] }
 
-function run(c: Case, lazy: boolean): Result {
-  const leaves = c.inputs.map(makeTensor);
+function run(c: Case, lazy: boolean, gpu = false): Result {
+  const leaves = c.inputs.map((a) => makeTensor(a, gpu));
   const xs: T[] = leaves.map((t) => (lazy ? t.lazy() : t));
   const n = c.op_inputs ?? xs.length;
   let res = ADAPTERS[c.op]!(xs.slice(0, n), decodeArgs(c.args));
@@ -104,7 +105,7 @@ function run(c: Case, lazy: boolean): Result {
   }
   const raw = Array.isArray(res) ? res : [res];
   if (c.grad_output) {
-    const go = makeTensor(c.grad_output);
+    const go = makeTensor(c.grad_output, gpu);
     const first = raw[0]!;
     (first as any).backward(lazy ? go.lazy() : go);
   }
@@ -137,8 +138,18 @@ function mismatch(what: string, got: loom.Tensor, want: Arr, tol: { rtol: number
 }
 const fmt = (v: ArrayLike<number>) => `[${Array.from(v).map((x) => +x.toPrecision(8)).join(", ")}]`;
 
-function check(c: Case, r: Result): string[] {
-  const tol = tolerance(c);
+/** On webgpu float64 runs as float32: expect float32 and float32 tolerances (vs float64 goldens). */
+const GPU_TOL = { rtol: 1e-4, atol: 1e-5 };
+const asGpu = (a: Arr): Arr => (a.dtype === "float64" ? { ...a, dtype: "float32" } : a);
+
+function check(c: Case, r: Result, gpu = false): string[] {
+  if (gpu) {
+    const g = { ...c, out: c.out && asGpu(c.out), outs: c.outs?.map(asGpu), grads: c.grads?.map((x) => x && asGpu(x)) };
+    return checkWith(g, r, GPU_TOL);
+  }
+  return checkWith(c, r, tolerance(c));
+}
+function checkWith(c: Case, r: Result, tol: { rtol: number; atol: number }): string[] {
   const errs: string[] = [];
   const wantOuts = c.outs ?? [c.out!];
   if (r.outs.length !== wantOuts.length) errs.push(`${r.outs.length} outputs, expected ${wantOuts.length}`);
@@ -196,4 +207,26 @@ for (const [op, cases] of byOp) {
     }
   });
 }
+});
+
+/** float64 inputs that float32 cannot hold (1e-300 underflows to 0) make a different case. */
+const fitsF32 = (c: Case) => c.inputs.every((a) => a.dtype !== "float64" || a.data.every((v) => {
+  const x = num(v);
+  return !Number.isFinite(x) || x === 0 || (Math.fround(x) !== 0 && Number.isFinite(Math.fround(x)));
+}));
+
+describe.if(WEBGPU)("on webgpu (float32 kernels vs float64 goldens)", () => {
+  for (const [op, cases] of byOp) {
+    describe(`golden ${op}`, () => {
+      for (const c of cases.filter(fitsF32)) {
+        test(`${c.name} eager and lazy`, () => {
+          const eager = run(c, false, true);
+          expect(check(c, eager, true)).toEqual([]);
+          const lazy = run(c, true, true);
+          expect(check(c, lazy, true)).toEqual([]);
+          expect(sameResults(eager, lazy)).toEqual([]);
+        }, 60_000); // first use of a kernel compiles it (lavapipe: up to seconds)
+      }
+    });
+  }
 });
