@@ -6,6 +6,20 @@ import type { OpDef } from "../graph/op.ts";
 import type { DType } from "../tensor/dtype.ts";
 import type { TensorData } from "../tensor/storage.ts";
 
+/** What a compiled plan tells a backend about an input when preparing a kernel. */
+export interface InputLayout {
+  readonly shape: readonly number[];
+  readonly strides: readonly number[];
+  readonly dtype: DType;
+}
+
+/**
+ * A kernel prepared for a compiled plan: writes the op's result into the dense `out`, which is
+ * preallocated (possibly reused workspace memory: not zeroed). Inputs have the layouts given to
+ * `prepare` (fused ops read their inputs' storage with strides baked into their programs).
+ */
+export type PreparedKernel = (inputs: readonly TensorData[], out: TensorData) => void;
+
 export interface Backend {
   readonly name: string;
   /**
@@ -28,6 +42,23 @@ export interface Backend {
   write?(dst: TensorData, src: TensorData): boolean;
   /** Submit work recorded so far; the scheduler calls it once at the end of each realize. */
   flush?(): void;
+  /**
+   * A view (shape, strides, element offset) of `t`'s buffer. Device buffers need this: building
+   * a TensorData literal from `t.data` would copy a device buffer to the host.
+   */
+  view?(t: TensorData, shape: readonly number[], strides: readonly number[], offset: number): TensorData;
+
+  // ---- optional: the graph compiler (src/scheduler) -----------------------------------------
+  /**
+   * Fused ops (registry FUSED_OPS names) this backend has kernels for; the graph compiler only
+   * creates these. Absent: none (plans then run the unfused ops).
+   */
+  readonly fusedOps?: readonly string[];
+  /**
+   * Prepare a non-view op for a compiled plan, writing into a buffer the plan owns. Absent: the
+   * plan calls `run` and copies the result into its buffer.
+   */
+  prepare?(op: OpDef, inputs: readonly InputLayout[], attrs: unknown, shape: readonly number[], dtype: DType): PreparedKernel;
 }
 
 /**

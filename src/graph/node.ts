@@ -15,6 +15,13 @@ export class Node {
   readonly id = nextId++;
   inputs: readonly Node[];
   realized: TensorData | null;
+  /** A literal made by the surface (wrapped scalar, mask): passes may fold ops over constants. */
+  constant = false;
+  /**
+   * The autograd record of the lazy tensor that produced this node. While it is not released a
+   * later backward may need this value, so a plan that materializes it keeps it (see scheduler).
+   */
+  tracked: { readonly released: boolean } | null = null;
 
   constructor(
     readonly op: OpDef | null,
@@ -31,6 +38,13 @@ export class Node {
   /** A node holding an existing buffer (a constant, a parameter, an eager tensor's data). */
   static source(data: TensorData): Node {
     return new Node(null, [], null, data.shape, data.dtype, data);
+  }
+
+  /** A source node holding a literal constant (see `constant`). */
+  static constant(data: TensorData): Node {
+    const n = Node.source(data);
+    n.constant = true;
+    return n;
   }
 
   get label(): string {

@@ -7,6 +7,7 @@ import * as la from "./ops/linalg_index.ts";
 import * as lora from "./ops/lora.ts";
 import * as mv from "./ops/movement.ts";
 import * as rd from "./ops/reduce.ts";
+import * as fu from "./passes/fused_ops.ts";
 import type { OpDef } from "./op.ts";
 
 export const OPS = {
@@ -33,7 +34,19 @@ export const OPS = {
 
 export type OpName = keyof typeof OPS;
 
+/**
+ * Fused ops: created only by the graph compiler's fusion passes (never by the surface), each with
+ * a reference `ref` that follows its decomposition op by op (see passes/fused_ops.ts).
+ */
+export const FUSED_OPS = {
+  fused_elementwise: fu.fused_elementwise, fused_reduce: fu.fused_reduce, fused_matmul: fu.fused_matmul,
+  fused_softmax: fu.fused_softmax, fused_layer_norm: fu.fused_layer_norm, fused_rms_norm: fu.fused_rms_norm,
+  fused_lora_linear: fu.fused_lora_linear, fused_attention: fu.fused_attention,
+} satisfies Record<string, OpDef>;
+
+export type FusedOpName = keyof typeof FUSED_OPS;
+
 // Each entry's key must be its op's name, so kernels keyed by name find the right op.
-for (const [k, op] of Object.entries(OPS)) {
+for (const [k, op] of [...Object.entries(OPS), ...Object.entries(FUSED_OPS)]) {
   if (k !== op.name) throw new Error(`op registry: key '${k}' holds op '${op.name}'`);
 }

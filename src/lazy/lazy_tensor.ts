@@ -7,12 +7,52 @@ import { set_grad_materializer } from "../autograd/engine.ts";
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { Node, toDot } from "../graph/node.ts";
 import type { OpDef } from "../graph/op.ts";
-import { realize } from "../scheduler/realize.ts";
+import type { CompiledPlan } from "../scheduler/plan.ts";
+import { planFor, realize } from "../scheduler/realize.ts";
 import type { DType } from "../tensor/dtype.ts";
 import type { TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 import { TensorOps } from "./surface.ts";
 import { Tensor } from "./tensor.ts";
+
+// ---- eager storage read by pending lazy graphs: copy on write ------------------------------------
+// A lazy graph reads its eager inputs when it is realized. Realized plans keep only their roots
+// (intermediates live in a reused workspace), so a later realize may recompute from the inputs;
+// to give eager semantics anyway, an eager buffer written in place first gives the lazy source
+// nodes still reading it a copy of the old values.
+const readers = new WeakMap<object, WeakRef<Node>[]>();
+
+/** A lazy source node over an eager tensor's buffer (registered for copy-on-write). */
+export function sourceNode(d: TensorData, device: string): Node {
+  const n = Node.source(d);
+  if (device !== "cpu") return n; // device memory is written through its backend
+  let list = readers.get(d.data);
+  if (!list) readers.set(d.data, (list = []));
+  if (list.length >= 32) {
+    const alive = list.filter((r) => r.deref() !== undefined);
+    list.length = 0;
+    list.push(...alive);
+  }
+  list.push(new WeakRef(n));
+  return n;
+}
+
+/** Call before writing eager `storage` in place: lazy sources still reading it get a copy. */
+export function beforeWrite(storage: TensorData["data"]): void {
+  const list = readers.get(storage);
+  if (!list) return;
+  readers.delete(storage);
+  let copy: TensorData["data"] | null = null;
+  const moved = new Map<TensorData, TensorData>(); // nodes sharing a view keep sharing its copy
+  for (const r of list) {
+    const n = r.deref();
+    if (!n?.realized || n.realized.data !== storage) continue;
+    copy ??= storage.slice();
+    let m = moved.get(n.realized);
+    if (!m) moved.set(n.realized, (m = { ...n.realized, data: copy }));
+    n.realized = m;
+  }
+}
 
 export class LazyTensor extends TensorOps<LazyTensor> {
   readonly isLazy = true;
@@ -30,13 +70,19 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     return new LazyTensor(new Node(op, inputs.map((i) => i.node), attrs, shape, dtype), this.device);
   }
   _constant(data: TensorData): LazyTensor {
-    return new LazyTensor(Node.source(data), this.device);
+    // literals the surface makes (wrapped scalars, masks): the compiler may fold ops over them
+    return new LazyTensor(Node.constant(data), this.device);
+  }
+  protected override _record(out: LazyTensor, name: string, inputs: readonly LazyTensor[], apply: (g: LazyTensor) => (LazyTensor | null)[]): void {
+    super._record(out, name, inputs, apply);
+    // while this record is not released, a backward may read the value: a plan keeps it
+    out.node.tracked = out.grad_fn;
   }
   protected _on(device: string, data: TensorData): LazyTensor {
     return new LazyTensor(Node.source(data), device);
   }
   _data(): TensorData {
-    realize([this.node], backendFor(this.device));
+    realize([this.node], backendFor(this.device), this.device);
     return this.node.realized!;
   }
   detach(): LazyTensor {
@@ -70,6 +116,17 @@ export class LazyTensor extends TensorOps<LazyTensor> {
   realize(): Tensor {
     return this.eval();
   }
+  /**
+   * The compiled plan that would compute this tensor (from the plan cache when the same graph
+   * was compiled before), without running it: `kernelCount`, `estimate_memory()`, `explain()`.
+   */
+  plan(): CompiledPlan {
+    return planFor([this.node], backendFor(this.device), this.device);
+  }
+  /** The plan listing: kernels, fused groups, buffer sizes, peak workspace. */
+  explain(): string {
+    return this.plan().explain();
+  }
   /** Graphviz DOT of the pending graph (ops, attrs, shapes, dtypes). */
   toDot(): string {
     return toDot([this.node]);
@@ -80,8 +137,19 @@ export class LazyTensor extends TensorOps<LazyTensor> {
 export function realizeAll(tensors: readonly LazyTensor[]): Tensor[] {
   const byDevice = new Map<string, Node[]>();
   for (const t of tensors) byDevice.set(t.device, [...(byDevice.get(t.device) ?? []), t.node]);
-  for (const [dev, nodes] of byDevice) realize(nodes, backendFor(dev));
+  for (const [dev, nodes] of byDevice) realize(nodes, backendFor(dev), dev);
   return tensors.map((t) => t.eval());
+}
+
+/** The one plan computing all of `tensors` (one device), without running it. */
+export function compile_plan(tensors: readonly LazyTensor[]): CompiledPlan {
+  const dev = tensors[0]?.device ?? "cpu";
+  return planFor(tensors.map((t) => t.node), backendFor(dev), dev);
+}
+
+/** The plan listing for computing `tensors` together (see CompiledPlan.explain). */
+export function explain(tensors: readonly LazyTensor[]): string {
+  return compile_plan(tensors).explain();
 }
 
 // Gradients crossing between kinds are converted in one batch per backward: all lazy gradients

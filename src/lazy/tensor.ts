@@ -8,7 +8,7 @@ import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
 import { forEachStrided, isDense, toContiguous, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
-import { LazyTensor } from "./lazy_tensor.ts";
+import { beforeWrite, LazyTensor, sourceNode } from "./lazy_tensor.ts";
 import { TensorOps } from "./surface.ts";
 
 export class Tensor extends TensorOps<Tensor> {
@@ -60,6 +60,7 @@ export class Tensor extends TensorOps<Tensor> {
     }
     if (backendFor(this.device).write?.(this._d, src._d)) return; // device memory (webgpu)
     const dst = this._d.data;
+    beforeWrite(dst); // pending lazy graphs reading this buffer keep the old values
     // Read src fully before writing: it may alias this storage (x.copy_(x.t()), x.t().copy_(x)),
     // and toContiguous returns an already dense buffer as is, so copy a shared one first.
     const s = src._d.data === dst ? { ...src._d, data: dst.slice() as TypedArray } : src._d;
@@ -67,7 +68,7 @@ export class Tensor extends TensorOps<Tensor> {
     forEachStrided(this.shape, [this._d], (i, idx) => { dst[idx[0]!] = v.data[i]!; });
   }
   lazy(): LazyTensor {
-    const l = new LazyTensor(Node.source(this._d), this.device);
+    const l = new LazyTensor(sourceNode(this._d, this.device), this.device);
     if (this.requires_grad) l._linkTo(this);
     return l;
   }

@@ -1,23 +1,51 @@
 /**
- * Realization: compute the pending graph below some nodes on a backend. Today this walks the
- * nodes in topological order and runs each op (the graph compiler issue replaces the walk with a
- * compiled, fused, memory-planned plan); every node is computed once however many users it has.
+ * Realization: compute the pending graph below some nodes. The graph is compiled into a plan
+ * (simplified, fused, memory-planned; cached by structure, see compile.ts) and the plan runs once
+ * over the graph's leaf buffers.
+ *
+ * What is cached on lazy nodes afterwards (`Node.realized`, with its inputs dropped):
+ * - the roots: each gets its own buffer (a view of it, or of an input, when the root is a view);
+ * - values a live autograd record may still need (Node.tracked not yet released) that the plan
+ *   materialized: they get their own buffers too, so a later backward does not recompute them.
+ * Everything else the plan computes lives in the reused workspace and is not kept: evaluating
+ * such an intermediate later recomputes it. Realize related roots together (`realizeAll`).
  */
 import type { Backend } from "../backends/backend.ts";
-import { pendingOrder, type Node } from "../graph/node.ts";
+import type { Node } from "../graph/node.ts";
+import { leavesOf } from "../graph/passes/ir.ts";
+import { compile } from "./compile.ts";
+import type { CompiledPlan } from "./plan.ts";
 
-/** Counters for tests and `explain`: how many realizes and op executions happened. */
+/** Counters for tests and tools: realizes that ran a plan, and kernels they launched. */
 export const realizeStats = { realizes: 0, nodes: 0 };
 
-export function realize(roots: readonly Node[], backend: Backend): void {
-  const order = pendingOrder(roots);
-  if (order.length === 0) return;
+function keepValue(n: Node, d: Node["realized"]): void {
+  if (n.realized) return;
+  n.realized = d;
+  n.inputs = [];
+}
+
+/**
+ * Compute `roots` on `backend` (device `device`, for its memory limit and workspace).
+ * @param retainAll - keep every materialized value on its node (evaluations that share work)
+ * @returns the plan that ran, or null when everything was already realized
+ * @throws LoomOutOfMemoryError before running anything when the plan exceeds the memory limit
+ */
+export function realize(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false): CompiledPlan | null {
+  const pending = roots.filter((r) => !r.realized);
+  if (pending.length === 0) return null;
+  const { plan, graph } = compile(pending, backend, device, retainAll);
+  const { outputs, kept } = plan.run(leavesOf(graph).map((n) => n.leaf!));
   realizeStats.realizes++;
-  for (const n of order) {
-    const ins = n.inputs.map((c) => c.realized!);
-    n.realized = backend.run(n.op!, ins, n.attrs, n.shape, n.dtype);
-    realizeStats.nodes++;
-  }
-  // Inputs are no longer needed to produce realized nodes; dropping them lets intermediates go.
-  for (const n of order) n.inputs = [];
+  realizeStats.nodes += plan.kernelCount;
+  pending.forEach((r, i) => keepValue(r, outputs[i]!));
+  graph.outputs.forEach((o, i) => { for (const n of o.origins) keepValue(n, outputs[i]!); });
+  kept.forEach((buf, k) => { for (const n of graph.nodes[plan.keep[k]!.node]!.origins) keepValue(n, buf); });
+  backend.flush?.(); // queued devices (webgpu) submit the whole realize as one command buffer
+  return plan;
+}
+
+/** The plan that would compute `roots` (compiled or from the cache), without running it. */
+export function planFor(roots: readonly Node[], backend: Backend, device = "cpu"): CompiledPlan {
+  return compile(roots.filter((r) => !r.realized), backend, device).plan;
 }

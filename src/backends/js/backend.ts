@@ -4,14 +4,17 @@
  * their scalar `ref`, reductions fold `step`, views apply stride arithmetic and kernel ops call
  * their `ref`. float16/bfloat16 are computed in float32 and rounded on store.
  */
-import { OPS, type OpName } from "../../graph/registry.ts";
+import { FUSED_OPS, OPS, type OpName } from "../../graph/registry.ts";
 import type { ElementwiseOp, OpDef, ReduceOp } from "../../graph/op.ts";
+import type { FusedMatmulAttrs, FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
+import type { Program } from "../../graph/passes/program.ts";
 import { encoder, isHalf, type DType } from "../../tensor/dtype.ts";
 import { broadcastStrides, numel } from "../../tensor/shape.ts";
 import {
   allocData, forEachStrided, isDense, toContiguous, viewOf, type TensorData,
 } from "../../tensor/storage.ts";
-import type { Backend } from "../backend.ts";
+import type { Backend, InputLayout, PreparedKernel } from "../backend.ts";
+import { elementwiseKernel, matmulKernel, reduceKernel, type GeneratedKernel } from "./codegen.ts";
 
 /** Counts ops executed, in total and per op name, so tests can see what ran. */
 export interface JsStats { ops: number; byOp: Map<string, number> }
@@ -69,6 +72,10 @@ export class JsBackend implements Backend {
   run(op: OpDef, inputs: readonly TensorData[], attrs: any, shape: readonly number[], dtype: DType): TensorData {
     this.stats.ops++;
     this.stats.byOp.set(op.name, (this.stats.byOp.get(op.name) ?? 0) + 1);
+    return this.runUncounted(op, inputs, attrs, shape, dtype);
+  }
+
+  private runUncounted(op: OpDef, inputs: readonly TensorData[], attrs: any, shape: readonly number[], dtype: DType): TensorData {
     if (op.kind === "view") {
       const v = op.ref(inputs[0]!, attrs) ?? op.ref(toContiguous(inputs[0]!), attrs);
       if (!v) throw new Error(`[${op.name}] view failed on a contiguous input`);
@@ -85,10 +92,67 @@ export class JsBackend implements Backend {
     return half ? toContiguous(out, dtype) : out;
   }
 
+  /** Every fused op has a kernel here: generated code for the generic ones, `ref` for patterns. */
+  readonly fusedOps: readonly string[] = Object.keys(FUSED_OPS);
+
+  /**
+   * A kernel for a compiled plan, writing into a preallocated dense buffer. Elementwise ops and
+   * reductions (fused or not) are generated code; other ops run their reference `ref`.
+   */
+  prepare(op: OpDef, inputs: readonly InputLayout[], attrs: any, shape: readonly number[], dtype: DType): PreparedKernel {
+    const k = this.kernelFor(op, inputs, attrs, shape, dtype);
+    const stats = this.stats;
+    const name = op.name;
+    return (ins, out) => {
+      stats.ops++;
+      stats.byOp.set(name, (stats.byOp.get(name) ?? 0) + 1);
+      k(ins, out);
+    };
+  }
+
+  private kernelFor(op: OpDef, inputs: readonly InputLayout[], attrs: any, shape: readonly number[], dtype: DType): GeneratedKernel | PreparedKernel {
+    switch (op.name) {
+      case "fused_elementwise": return elementwiseKernel((attrs as { program: Program }).program);
+      case "fused_reduce": return reduceKernel(attrs as FusedReduceAttrs);
+      case "fused_matmul": {
+        const mm = OPS.matmul;
+        const a = attrs as FusedMatmulAttrs;
+        return matmulKernel(a.epilogue, a.dtype, a.shape, (ins, out) => mm.ref(ins, {}, out));
+      }
+    }
+    const loads = inputs.map((x, i): Program["code"][number] => ({ k: "load", input: i, strides: op.kind === "reduce" ? x.strides : broadcastStrides(x.shape, x.strides, shape), offset: 0, dtype: x.dtype }));
+    if (op.kind === "elementwise") {
+      return elementwiseKernel({ shape, code: [...loads, { k: "op", op: op as ElementwiseOp<any>, args: loads.map((_, i) => i), dtype }], out: loads.length });
+    }
+    if (op.kind === "reduce") {
+      const prologue: Program = { shape: inputs[0]!.shape, code: loads, out: 0 };
+      return reduceKernel({ prologue, reduce: op as ReduceOp, dim: attrs.dim, dtype, epilogue: null });
+    }
+    if (op.kind === "view") throw new Error(`[${op.name}] views are resolved by the plan, not run`);
+    const half = isHalf(dtype) || inputs.some((x) => isHalf(x.dtype));
+    if (half || op.name.startsWith("fused_") === false && !OVERWRITES.has(op.name)) {
+      // ops that expect a zeroed output (or compute halves through float32): run and copy
+      const run = (ins: readonly TensorData[], out: TensorData) => {
+        if (half) {
+          const r = this.runUncounted(op, ins, attrs, shape, dtype);
+          out.data.set(r.data.subarray(r.offset, r.offset + out.data.length));
+        } else {
+          out.data.fill(0);
+          op.ref(ins, attrs, out);
+        }
+      };
+      return run;
+    }
+    return (ins: readonly TensorData[], out: TensorData) => op.ref(ins, attrs, out);
+  }
+
   /** A registry op by name (for tests and tools). */
   static op(name: OpName): OpDef {
     return OPS[name];
   }
 }
+
+/** Kernel ops whose `ref` writes every output element (no zeroing needed). */
+const OVERWRITES = new Set(["matmul", "gather", "index_select", "cat", "tri", "cumsum", "argmax", "argmin"]);
 
 export const jsBackend = new JsBackend();

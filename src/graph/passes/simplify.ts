@@ -1,0 +1,231 @@
+/**
+ * Simplification passes, each a function from graph to graph: view folding, identity and no-op
+ * elimination, constant folding, common-subexpression elimination; dead nodes vanish in every
+ * rebuild. Every rewrite is exact: the simplified graph computes the same bits as the original
+ * on the js backend (so `x + 0` is only removed for integers: -0 + 0 is +0 in IEEE 754).
+ */
+import { decoder, isFloating, type DType } from "../../tensor/dtype.ts";
+import { numel, shapesEqual } from "../../tensor/shape.ts";
+import type { TensorData } from "../../tensor/storage.ts";
+import type { OpDef } from "../op.ts";
+import { contiguous } from "../ops/elementwise.ts";
+import { baseOf, canon, makeGraph, mkLeaf, mkNode, rewrite, withInputs, type GNode, type Graph } from "./ir.ts";
+
+/** Runs one op over buffers (the scheduler passes its backend's `run`). */
+export type Evaluate = (op: OpDef, inputs: readonly TensorData[], attrs: unknown, shape: readonly number[], dtype: DType) => TensorData;
+
+const same = (n: GNode, x: GNode) => x.dtype === n.dtype && shapesEqual(x.shape, n.shape);
+
+// ---- view folding ---------------------------------------------------------------------------
+/**
+ * reshape/expand/permute/slice that do nothing disappear, chains of the same view collapse into
+ * one (reshape∘reshape, expand∘expand, permute∘permute), and `contiguous` is dropped (it only
+ * changes layout: the plan re-inserts a copy where a later view or an output needs one).
+ */
+export function foldViews(g: Graph): Graph {
+  return rewrite(g, (n, ins) => {
+    if (!n.op) return null;
+    const x = ins[0]!;
+    switch (n.op.name) {
+      case "contiguous":
+        return x.dtype === n.dtype ? x : null;
+      case "reshape":
+      case "expand": {
+        if (shapesEqual(x.shape, n.shape)) return x;
+        if (x.op === n.op) return mkNode(n.op, x.inputs, n.attrs, n.shape, n.dtype, n.origins, n.retain);
+        return null;
+      }
+      case "permute": {
+        const dims = (n.attrs as { dims: readonly number[] }).dims;
+        if (dims.every((d, i) => d === i)) return x;
+        if (x.op === n.op) {
+          const inner = (x.attrs as { dims: readonly number[] }).dims;
+          const composed = dims.map((d) => inner[d]!);
+          if (composed.every((d, i) => d === i)) return x.inputs[0]!;
+          return mkNode(n.op, x.inputs, { dims: composed }, n.shape, n.dtype, n.origins, n.retain);
+        }
+        return null;
+      }
+      case "slice": {
+        const a = n.attrs as { dim: number; start: number; end: number; step: number };
+        return a.start === 0 && a.step === 1 && a.end >= x.shape[a.dim]! ? x : null;
+      }
+      default:
+        return null;
+    }
+  });
+}
+
+// ---- identities -----------------------------------------------------------------------------
+/** The single value of a constant leaf whose elements are all equal (a broadcast scalar), else null. */
+export function constantValue(n: GNode): number | null {
+  if (!n.leaf || !n.constant || numel(n.shape) === 0) return null;
+  const d = n.leaf;
+  if (numel(d.shape) !== 1 && d.strides.some((s, i) => s !== 0 && d.shape[i] !== 1)) return null;
+  const dec = decoder(d.dtype);
+  return dec ? dec(d.data, d.offset) : d.data[d.offset]!;
+}
+
+const is = (n: GNode, v: number) => {
+  const c = constantValue(n);
+  return c !== null && Object.is(c, v);
+};
+const integral = (d: DType) => !isFloating(d);
+
+/**
+ * x·1, 1·x, x/1, x^1, x-0, x+(-0), integer x+0, -(-x), !!x and where(c, x, x) become x, when
+ * that keeps the result's shape and dtype (so no broadcast or promotion is lost).
+ */
+export function eliminateIdentities(g: Graph): Graph {
+  return rewrite(g, (n, ins) => {
+    if (!n.op || n.op.kind !== "elementwise") return null;
+    const [a, b, c] = ins;
+    const pick = (x: GNode | undefined) => (x && same(n, x) ? x : null);
+    switch (n.op.name) {
+      case "mul":
+        return (is(b!, 1) && pick(a)) || (is(a!, 1) && pick(b)) || null;
+      case "div":
+      case "pow":
+        return is(b!, 1) ? pick(a) : null;
+      case "add": {
+        const zeroB = is(b!, -0) || (integral(n.dtype) && is(b!, 0));
+        const zeroA = is(a!, -0) || (integral(n.dtype) && is(a!, 0));
+        return (zeroB && pick(a)) || (zeroA && pick(b)) || null;
+      }
+      case "sub":
+        return is(b!, 0) || (integral(n.dtype) && is(b!, -0)) ? pick(a) : null;
+      case "neg":
+      case "logical_not":
+        return a!.op === n.op ? pick(a!.inputs[0]) : null;
+      case "where":
+        return b === c ? pick(b) : null;
+      default:
+        return null;
+    }
+  });
+}
+
+// ---- constant folding -------------------------------------------------------------------------
+/**
+ * Ops whose inputs are all constant leaves are computed now (with `evaluate`) and become
+ * constant leaves. Results larger than `limit` elements are left alone (views are always folded:
+ * they cost nothing). Folded values are plan inputs, never baked into a cached plan.
+ */
+export function foldConstants(g: Graph, evaluate: Evaluate, limit = 1 << 16): Graph {
+  return rewrite(g, (n, ins) => {
+    if (!n.op || ins.length === 0 || !ins.every((x) => x.constant)) return null;
+    if (n.op.kind !== "view" && numel(n.shape) > limit) return null;
+    const out = evaluate(n.op, ins.map((x) => x.leaf!), n.attrs, n.shape, n.dtype);
+    return mkLeaf(out, true, n.origins);
+  });
+}
+
+// ---- common subexpressions ----------------------------------------------------------------------
+function leafKey(n: GNode): string | null {
+  const d = n.leaf!;
+  const v = constantValue(n);
+  if (v === null) return null;
+  return `c${d.dtype}[${d.shape.join(",")}]${Object.is(v, -0) ? "-0" : String(v)}`;
+}
+
+/**
+ * Nodes with the same op, attrs and inputs are one node; leaves over the same storage with the
+ * same layout are one leaf, and equal scalar constants are one constant. The survivor (the first
+ * in topological order) takes over the others' origins and keep flags.
+ */
+export function cse(g: Graph): Graph {
+  const byKey = new Map<string, GNode>();
+  const byData = new Map<unknown, GNode[]>();
+  const rep = new Map<GNode, GNode>(); // node -> its representative (in the input graph)
+  const merged = new Map<GNode, GNode[]>(); // representative -> all nodes it stands for
+  for (const n of g.nodes) {
+    let r: GNode | undefined;
+    if (!n.op) {
+      const ck = leafKey(n);
+      if (ck !== null) {
+        r = byKey.get(ck);
+        if (!r) byKey.set(ck, n);
+      } else {
+        const d = n.leaf!;
+        // device buffers (webgpu GpuData) name their storage: reading .data would copy it to the host
+        const store: unknown = (d as { storage?: unknown }).storage ?? d.data;
+        const list = byData.get(store) ?? [];
+        r = list.find((m) => m.leaf!.offset === d.offset && m.dtype === d.dtype &&
+          shapesEqual(m.shape, d.shape) && shapesEqual(m.leaf!.strides, d.strides));
+        if (!r) {
+          list.push(n);
+          byData.set(store, list);
+        }
+      }
+    } else {
+      const key = `${n.op.name}${canon(n.attrs)}(${n.inputs.map((x) => rep.get(x)!.id).join(",")})`;
+      r = byKey.get(key);
+      if (!r) byKey.set(key, n);
+    }
+    r = r ?? n;
+    rep.set(n, r);
+    merged.set(r, [...(merged.get(r) ?? []), n]);
+  }
+  let changed = false;
+  for (const [r, all] of merged) if (all.length > 1 || r.inputs.some((c) => rep.get(c) !== c)) changed = true;
+  if (!changed) return g;
+  const out = new Map<GNode, GNode>();
+  for (const n of g.nodes) {
+    if (rep.get(n) !== n) continue;
+    const all = merged.get(n)!;
+    const ins = n.inputs.map((c) => out.get(rep.get(c)!)!);
+    if (all.length === 1 && ins.every((c, i) => c === n.inputs[i])) {
+      out.set(n, n);
+      continue;
+    }
+    out.set(n, {
+      ...withInputs(n, ins),
+      origins: all.flatMap((m) => m.origins),
+      retain: all.some((m) => m.retain),
+    });
+  }
+  return makeGraph(g.outputs.map((o) => out.get(rep.get(o)!)!));
+}
+
+// ---- outputs ----------------------------------------------------------------------------------
+/**
+ * An output that was computed by an op (not a view of an existing buffer) must not become an
+ * alias of an input after simplification (`x * 1` is a new tensor in eager mode): such outputs
+ * get a copy.
+ */
+export function protectOutputs(before: Graph, after: Graph): Graph {
+  let changed = false;
+  const outs = after.outputs.map((o, i) => {
+    if (baseOf(before.outputs[i]!).op === null || baseOf(o).op !== null) return o;
+    changed = true;
+    return mkNode(contiguous, [o], {}, o.shape, o.dtype, o.origins);
+  });
+  return changed ? makeGraph(outs) : after;
+}
+
+export interface SimplifyOptions {
+  /** Computes constant subgraphs; constant folding is skipped without it. */
+  evaluate?: Evaluate;
+  /** Largest constant result (elements) that is folded. */
+  foldLimit?: number;
+}
+
+function sameNodes(a: Graph, b: Graph): boolean {
+  return a.nodes.length === b.nodes.length && a.nodes.every((n, i) => n === b.nodes[i]) &&
+    a.outputs.every((o, i) => o === b.outputs[i]);
+}
+
+/** All simplification passes to a fixed point (at most a few rounds), outputs protected. */
+export function simplify(g: Graph, opts: SimplifyOptions = {}): Graph {
+  let cur = g;
+  for (let round = 0; round < 4; round++) {
+    let next = foldViews(cur);
+    next = eliminateIdentities(next);
+    if (opts.evaluate) next = foldConstants(next, opts.evaluate, opts.foldLimit);
+    next = cse(next);
+    const done = sameNodes(cur, next);
+    cur = next;
+    if (done) break;
+  }
+  return protectOutputs(g, cur);
+}

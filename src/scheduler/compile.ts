@@ -1,0 +1,182 @@
+/**
+ * The graph compiler: pending lazy graph -> simplified graph -> (plan cache) -> named patterns ->
+ * fusion -> schedule (slots, views resolved to strides, liveness, in-place, workspace offsets)
+ * -> CompiledPlan.
+ *
+ * Simplification runs on every realize (it is linear and it may use constant values); its result
+ * is hashed structurally (ops, attrs, dtypes, leaf layouts, wiring; never leaf values) and the
+ * rest is cached by that key, so a training loop that builds the same graph each step compiles
+ * once. Leaf values (weights, folded constants, scalars like a learning rate) are plan inputs.
+ */
+import type { Backend } from "../backends/backend.ts";
+import type { Node } from "../graph/node.ts";
+import { fuse, type FusionCaps } from "../graph/passes/fuse.ts";
+import { fromLazy, leavesOf, structuralKey, type GNode, type Graph } from "../graph/passes/ir.ts";
+import { layouts, legalizeViews } from "../graph/passes/layout.ts";
+import { matchPatterns } from "../graph/passes/patterns.ts";
+import type { Program } from "../graph/passes/program.ts";
+import { simplify } from "../graph/passes/simplify.ts";
+import { itemsize } from "../tensor/dtype.ts";
+import { contiguousStrides, numel } from "../tensor/shape.ts";
+import { planMemory, type TransientBuffer } from "./memory.ts";
+import { explainEnabled, get_compiler_options, optionsKey } from "./options.ts";
+import { CompiledPlan, denseBytes, type Arg, type Instruction, type Slot } from "./plan.ts";
+
+// ---- plan cache ----------------------------------------------------------------------------------
+const MAX_PLANS = 256;
+const plans = new Map<string, CompiledPlan>();
+/** Plan cache counters: hits (a graph seen before), misses (compiled), entries held. */
+export const planCacheStats = { hits: 0, misses: 0, get size() { return plans.size; } };
+
+export function clear_plan_cache(): void {
+  plans.clear();
+  planCacheStats.hits = 0;
+  planCacheStats.misses = 0;
+}
+
+export interface Compiled {
+  plan: CompiledPlan;
+  /** The simplified graph (its leaves are the plan's inputs, in order). */
+  graph: Graph;
+  hit: boolean;
+}
+
+/** Fused ops the backend can run (none for backends that cannot prepare kernels). */
+function capsOf(backend: Backend): FusionCaps {
+  return { fused: new Set(backend.prepare ? backend.fusedOps ?? [] : []) };
+}
+
+/**
+ * Compile (or fetch from the cache) the plan computing `roots` on `backend`.
+ * @param retainAll - keep every materialized value (for evaluations that share intermediates)
+ */
+export function compile(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false): Compiled {
+  const opts = get_compiler_options();
+  const raw = fromLazy(roots, retainAll);
+  // constant folding computes with the backend now; only for host-memory backends
+  const evaluate = backend.prepare ? backend.run.bind(backend) : undefined;
+  const graph = opts.simplify ? simplify(raw, { evaluate }) : raw;
+  const key = structuralKey(graph, `${backend.name}:${device}:${optionsKey()}`);
+  const cached = opts.cache ? plans.get(key) : undefined;
+  if (cached) {
+    planCacheStats.hits++;
+    plans.delete(key);
+    plans.set(key, cached); // most recently used last
+    return { plan: cached, graph, hit: true };
+  }
+  planCacheStats.misses++;
+  const plan = buildPlan(graph, backend, device, key);
+  if (opts.cache) {
+    plans.set(key, plan);
+    if (plans.size > MAX_PLANS) plans.delete(plans.keys().next().value!);
+  }
+  if (explainEnabled()) console.error(plan.explain());
+  return { plan, graph, hit: false };
+}
+
+/** Passes after the cache lookup: view legalization, patterns, fusion; then scheduling. */
+export function buildPlan(graph: Graph, backend: Backend, device: string, key: string): CompiledPlan {
+  const opts = get_compiler_options();
+  const caps = capsOf(backend);
+  const legal = legalizeViews(graph);
+  const unfused = legal.nodes.filter((n) => n.op && n.op.kind !== "view").length;
+  let g = legal;
+  if (opts.patterns) g = matchPatterns(g, caps);
+  if (opts.fuse) g = fuse(g, caps);
+  return schedule(g, graph, backend, device, key, unfused, opts.inplace);
+}
+
+/** Whether instruction `I` reads slot `b` only element for element at the output's index. */
+function readsInPlace(I: { op: { name: string; kind: string }; attrs: unknown; args: readonly Arg[]; shape: readonly number[] }, b: number, slots: readonly Slot[]): boolean {
+  const dense = contiguousStrides(I.shape);
+  const identity = (strides: readonly number[], offset: number) =>
+    offset === 0 && I.shape.every((s, d) => s === 1 || strides[d] === dense[d]);
+  if (numel(slots[b]!.shape) !== numel(I.shape)) return false;
+  if (I.op.name === "fused_elementwise") {
+    const p = (I.attrs as { program: Program }).program;
+    return I.args.every((a, k) => a.slot !== b || (a.view === null &&
+      p.code.every((c) => c.k !== "load" || c.input !== k || identity(c.strides, c.offset))));
+  }
+  if (I.op.kind === "elementwise") {
+    return I.args.every((a) => a.slot !== b || (a.view === null ? slots[b]!.shape.length === I.shape.length && slots[b]!.shape.every((s, d) => s === I.shape[d]) : a.view.shape.length === I.shape.length && identity(a.view.strides, a.view.offset)));
+  }
+  return false;
+}
+
+/** Slots, instructions, liveness, in-place choices and workspace offsets for a fused graph. */
+function schedule(g: Graph, simplified: Graph, backend: Backend, device: string, key: string, unfused: number, inplace: boolean): CompiledPlan {
+  const lay = layouts(g);
+  const slots: Slot[] = [];
+  const slotOf = new Map<GNode, number>();
+  const leafIndex = new Map(leavesOf(simplified).map((n, i) => [n, i]));
+  const leafSlots = new Array<number>(leafIndex.size).fill(-1);
+  const sIndex = new Map<Node, number>();
+  simplified.nodes.forEach((n, i) => { for (const o of n.origins) sIndex.set(o, i); });
+  const escapes = new Set(g.outputs.map((o) => lay.get(o)!.base));
+  const arg = (x: GNode): Arg => {
+    const l = lay.get(x)!;
+    const slot = slotOf.get(l.base)!;
+    return { slot, view: x === l.base ? null : { shape: l.shape, strides: l.strides, offset: l.offset } };
+  };
+  const leafStrides = new Map<number, readonly number[]>();
+  const instructions: Instruction[] = [];
+  const keep: { slot: number; node: number }[] = [];
+  const def: number[] = [];
+  const last: number[] = [];
+  for (const n of g.nodes) {
+    if (!n.op) {
+      const s = slots.push({ kind: "leaf", dtype: n.dtype, shape: n.shape, bytes: 0, offset: 0 }) - 1;
+      slotOf.set(n, s);
+      leafStrides.set(s, n.leaf!.strides);
+      leafSlots[leafIndex.get(n)!] = s;
+      continue;
+    }
+    if (n.op.kind === "view") continue;
+    const own = escapes.has(n) || n.retain;
+    const s = slots.push({ kind: own ? "own" : "ws", dtype: n.dtype, shape: n.shape, bytes: denseBytes(n.shape, n.dtype), offset: 0 }) - 1;
+    slotOf.set(n, s);
+    const args = n.inputs.map(arg);
+    const i = instructions.length;
+    for (const a of args) last[a.slot] = i;
+    def[s] = i;
+    last[s] = i;
+    const kernel = backend.prepare ? backend.prepare(n.op, args.map((a) => {
+      const sl = slots[a.slot]!;
+      const base = sl.kind === "leaf" ? leafStrides.get(a.slot)! : contiguousStrides(sl.shape);
+      return a.view ? { shape: a.view.shape, strides: a.view.strides, dtype: sl.dtype } : { shape: sl.shape, strides: base, dtype: sl.dtype };
+    }), n.attrs, n.shape, n.dtype) : null;
+    instructions.push({ op: n.op, attrs: n.attrs, args, out: s, shape: n.shape, dtype: n.dtype, kernel, inplace: false });
+    if (n.retain) {
+      const idx = n.origins.length ? sIndex.get(n.origins[0]!) : undefined;
+      if (idx !== undefined) keep.push({ slot: s, node: idx });
+    }
+  }
+  const outputs = g.outputs.map(arg);
+  // in-place: an elementwise kernel may write over a transient input that dies at it
+  const inplaceOf = new Map<number, number>();
+  const taken = new Set<number>();
+  if (inplace && backend.prepare) {
+    instructions.forEach((I, i) => {
+      if (slots[I.out]!.kind !== "ws") return;
+      for (const a of I.args) {
+        const b = a.slot, sb = slots[b]!;
+        if (sb.kind !== "ws" || last[b] !== i || taken.has(b)) continue;
+        if (sb.bytes !== slots[I.out]!.bytes || itemsize[sb.dtype] !== itemsize[I.dtype]) continue;
+        if (!readsInPlace(I, b, slots)) continue;
+        inplaceOf.set(I.out, b);
+        taken.add(b);
+        instructions[i] = { ...I, inplace: true };
+        break;
+      }
+    });
+  }
+  const wsSlots = slots.map((s, i) => (s.kind === "ws" ? i : -1)).filter((i) => i >= 0);
+  const wsIndex = new Map(wsSlots.map((s, k) => [s, k]));
+  const bufs: TransientBuffer[] = wsSlots.map((s) => ({
+    bytes: slots[s]!.bytes, def: def[s]!, last: last[s]!,
+    inplaceOf: inplaceOf.has(s) ? wsIndex.get(inplaceOf.get(s)!)! : null,
+  }));
+  const memory = planMemory(bufs);
+  wsSlots.forEach((s, k) => { slots[s] = { ...slots[s]!, offset: memory.offsets[k]! }; });
+  return new CompiledPlan({ key, device, backend, instructions, slots, leafSlots, outputs, keep, memory, unfusedKernels: unfused });
+}

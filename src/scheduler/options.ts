@@ -1,0 +1,78 @@
+/**
+ * Compiler settings: which passes run, the memory limit, and debug printing (LOOM_EXPLAIN=1
+ * prints every newly compiled plan to stderr).
+ */
+import { LoomError, LoomValueError } from "../tensor/errors.ts";
+
+/** A plan needs more memory than the limit allows; thrown before any of its kernels runs. */
+export class LoomOutOfMemoryError extends LoomError {}
+
+export interface CompilerOptions {
+  /** View folding, identity elimination, constant folding, CSE, dead nodes. */
+  simplify: boolean;
+  /** Named patterns (softmax, layer_norm, rms_norm, LoRA linear, attention). */
+  patterns: boolean;
+  /** Generic fusion of elementwise trees, reductions and matmul epilogues. */
+  fuse: boolean;
+  /** Let elementwise kernels write over an input that dies at that kernel. */
+  inplace: boolean;
+  /** Reuse compiled plans for graphs with the same structure. */
+  cache: boolean;
+}
+
+const DEFAULTS: CompilerOptions = { simplify: true, patterns: true, fuse: true, inplace: true, cache: true };
+let current: CompilerOptions = { ...DEFAULTS };
+
+/** The current compiler options (a copy). */
+export function get_compiler_options(): CompilerOptions {
+  return { ...current };
+}
+
+/** Change compiler options (unnamed ones keep their value); `reset` restores the defaults first. */
+export function set_compiler_options(opts: Partial<CompilerOptions>, reset = false): void {
+  for (const k of Object.keys(opts)) {
+    if (!(k in DEFAULTS)) throw new LoomValueError(`[set_compiler_options] unknown option '${k}'; expected one of ${Object.keys(DEFAULTS).join(", ")}`);
+  }
+  current = { ...(reset ? DEFAULTS : current), ...opts };
+}
+
+/** Run `fn` with some options changed, restoring them afterwards. */
+export function with_compiler_options<R>(opts: Partial<CompilerOptions>, fn: () => R): R {
+  const prev = current;
+  set_compiler_options(opts);
+  try {
+    return fn();
+  } finally {
+    current = prev;
+  }
+}
+
+/** Text of the options for the plan cache key. */
+export function optionsKey(): string {
+  const o = current;
+  return `${+o.simplify}${+o.patterns}${+o.fuse}${+o.inplace}`;
+}
+
+const limits = new Map<string, number>();
+
+/**
+ * Limit the bytes a plan may allocate on `device` (its workspace plus its output buffers);
+ * null removes the limit. A plan over the limit throws LoomOutOfMemoryError before running.
+ */
+export function set_memory_limit(bytes: number | null, device = "cpu"): void {
+  if (bytes === null) limits.delete(device);
+  else {
+    if (!(bytes >= 0)) throw new LoomValueError(`[set_memory_limit] expected a non-negative number of bytes, got ${bytes}`);
+    limits.set(device, bytes);
+  }
+}
+
+export function get_memory_limit(device = "cpu"): number | null {
+  return limits.get(device) ?? null;
+}
+
+/** LOOM_EXPLAIN=1 in the environment: print each newly compiled plan. */
+export function explainEnabled(): boolean {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  return env?.LOOM_EXPLAIN === "1";
+}

@@ -1,0 +1,265 @@
+/**
+ * CompiledPlan: a flat instruction list (kernel, input buffer slots with their views, output
+ * slot, attrs) that `run` walks in one loop, without recursion or lookups.
+ *
+ * Buffers (slots) are of three kinds:
+ * - leaf: an input bound when the plan runs (weights, optimizer state, constants: persistent);
+ * - own: a value that escapes the plan (an output, or a value a live autograd record keeps):
+ *   a fresh buffer per run, so results never alias memory a later plan reuses;
+ * - ws: a transient, at a fixed offset in the device's workspace (reused by every plan).
+ * Backends without `prepare` (devices whose buffers are not host memory) run each instruction
+ * with `Backend.run` instead, which allocates its own buffers.
+ */
+import type { Backend, PreparedKernel } from "../backends/backend.ts";
+import type { OpDef } from "../graph/op.ts";
+import { allocArray, itemsize, type DType } from "../tensor/dtype.ts";
+import { fmtShape } from "../tensor/errors.ts";
+import { contiguousStrides, numel } from "../tensor/shape.ts";
+import { allocData, type TensorData } from "../tensor/storage.ts";
+import type { MemoryPlan } from "./memory.ts";
+import { get_memory_limit, LoomOutOfMemoryError } from "./options.ts";
+
+export interface ViewArg {
+  readonly shape: readonly number[];
+  readonly strides: readonly number[];
+  /** Element offset relative to the slot's buffer offset. */
+  readonly offset: number;
+}
+
+/** An instruction operand: a buffer slot, read directly or through a view. */
+export interface Arg {
+  readonly slot: number;
+  readonly view: ViewArg | null;
+}
+
+export interface Instruction {
+  readonly op: OpDef;
+  readonly attrs: unknown;
+  readonly args: readonly Arg[];
+  readonly out: number;
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+  /** Prepared kernel (null: run with Backend.run). */
+  readonly kernel: PreparedKernel | null;
+  /** Written over an input buffer that dies here. */
+  readonly inplace: boolean;
+}
+
+export interface Slot {
+  readonly kind: "leaf" | "own" | "ws";
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly bytes: number;
+  /** ws: byte offset in the workspace. */
+  readonly offset: number;
+}
+
+/** A device's workspace: one growing ArrayBuffer shared by every plan on that device. */
+interface Workspace {
+  buffer: ArrayBuffer;
+  generation: number;
+}
+const workspaces = new Map<string, Workspace>();
+
+function workspace(device: string, bytes: number): Workspace {
+  let ws = workspaces.get(device);
+  if (!ws) workspaces.set(device, (ws = { buffer: new ArrayBuffer(0), generation: 0 }));
+  if (ws.buffer.byteLength < bytes) {
+    ws.buffer = new ArrayBuffer(Math.max(bytes, Math.ceil(ws.buffer.byteLength * 1.25)));
+    ws.generation++;
+  }
+  return ws;
+}
+
+/** Bytes of every device workspace (for tests and tools). */
+export function workspaceBytes(device = "cpu"): number {
+  return workspaces.get(device)?.buffer.byteLength ?? 0;
+}
+
+function fmtBytes(b: number): string {
+  if (b < 1024) return `${b} B`;
+  if (b < 1 << 20) return `${(b / 1024).toFixed(1)} KiB`;
+  return `${(b / (1 << 20)).toFixed(2)} MiB`;
+}
+
+/** A short hex hash of a string (FNV-1a), to name a plan's key in explain output. */
+export function shortHash(s: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0).toString(16).padStart(8, "0");
+}
+
+export interface PlanParts {
+  key: string;
+  device: string;
+  backend: Backend;
+  instructions: Instruction[];
+  slots: Slot[];
+  /** Slot of each leaf of the simplified graph, in its order (-1: unused). */
+  leafSlots: number[];
+  outputs: Arg[];
+  /** Own buffers that keep a graph node's value: (slot, index of the node in the simplified graph). */
+  keep: { slot: number; node: number }[];
+  memory: MemoryPlan;
+  /** Kernels the same graph would launch without patterns and fusion. */
+  unfusedKernels: number;
+}
+
+export class CompiledPlan {
+  readonly key: string;
+  readonly device: string;
+  readonly instructions: readonly Instruction[];
+  readonly slots: readonly Slot[];
+  readonly leafSlots: readonly number[];
+  readonly outputs: readonly Arg[];
+  readonly keep: readonly { slot: number; node: number }[];
+  readonly memory: MemoryPlan;
+  readonly unfusedKernels: number;
+  private readonly backend: Backend;
+  private readonly bufs: (TensorData | null)[];
+  private wsGeneration = -1;
+  private wsViews: (TensorData | null)[] = [];
+
+  constructor(p: PlanParts) {
+    this.key = p.key;
+    this.device = p.device;
+    this.backend = p.backend;
+    this.instructions = p.instructions;
+    this.slots = p.slots;
+    this.leafSlots = p.leafSlots;
+    this.outputs = p.outputs;
+    this.keep = p.keep;
+    this.memory = p.memory;
+    this.unfusedKernels = p.unfusedKernels;
+    this.bufs = new Array(p.slots.length).fill(null);
+  }
+
+  /** Kernels launched per run (views cost none). */
+  get kernelCount(): number {
+    return this.instructions.length;
+  }
+
+  /** Whether instructions run through prepared kernels over a planned workspace. */
+  get planned(): boolean {
+    return this.instructions.every((i) => i.kernel !== null);
+  }
+
+  /** Bytes of the fresh output (and kept) buffers each run allocates. */
+  get outputBytes(): number {
+    return this.slots.reduce((p, s) => p + (s.kind === "own" ? s.bytes : 0), 0);
+  }
+
+  /** Workspace bytes this plan needs (transients, reused across lifetimes and in place). */
+  get workspaceBytes(): number {
+    return this.planned ? this.memory.peak : 0;
+  }
+
+  /**
+   * Bytes this plan allocates per device when it runs: its workspace plus its output buffers
+   * (inputs already exist and are not counted). Without prepared kernels every transient is
+   * allocated separately, so they all count.
+   */
+  estimate_memory(): Record<string, number> {
+    const transient = this.planned ? this.memory.peak : this.memory.naive;
+    return { [this.device]: transient + this.outputBytes };
+  }
+
+  /** Throws LoomOutOfMemoryError when the plan does not fit the device's memory limit. */
+  checkMemory(): void {
+    const limit = get_memory_limit(this.device);
+    const need = this.estimate_memory()[this.device]!;
+    if (limit !== null && need > limit) {
+      throw new LoomOutOfMemoryError(
+        `[plan] needs ${need} bytes on ${this.device} (workspace ${this.workspaceBytes}, outputs ${this.outputBytes}) but the memory limit is ${limit} bytes; nothing was run`,
+      );
+    }
+  }
+
+  private bindWorkspace(): void {
+    const ws = workspace(this.device, this.memory.peak);
+    if (ws.generation === this.wsGeneration) return;
+    this.wsViews = this.slots.map((s) => {
+      if (s.kind !== "ws") return null;
+      const n = numel(s.shape);
+      const C = allocArray(s.dtype, 0).constructor as new (b: ArrayBuffer, o: number, n: number) => TensorData["data"];
+      return { dtype: s.dtype, shape: s.shape, strides: contiguousStrides(s.shape), offset: 0, data: new C(ws.buffer, s.offset, n) };
+    });
+    this.wsGeneration = ws.generation;
+  }
+
+  /**
+   * Run the plan on `leaves` (the simplified graph's leaf buffers, in order). Returns the outputs
+   * and the kept buffers (parallel to `keep`).
+   * @throws LoomOutOfMemoryError before any kernel runs when the plan exceeds the memory limit
+   */
+  run(leaves: readonly TensorData[]): { outputs: TensorData[]; kept: TensorData[] } {
+    this.checkMemory();
+    const B = this.bufs;
+    const planned = this.planned;
+    for (let k = 0; k < this.leafSlots.length; k++) {
+      const s = this.leafSlots[k]!;
+      if (s >= 0) B[s] = leaves[k]!;
+    }
+    if (planned) {
+      this.bindWorkspace();
+      for (let s = 0; s < this.slots.length; s++) {
+        const sl = this.slots[s]!;
+        if (sl.kind === "own") B[s] = allocData(sl.dtype, sl.shape);
+        else if (sl.kind === "ws") B[s] = this.wsViews[s]!;
+      }
+    }
+    const ins = this.instructions;
+    for (let i = 0; i < ins.length; i++) {
+      const I = ins[i]!;
+      const args = I.args;
+      const xs = new Array<TensorData>(args.length);
+      for (let k = 0; k < args.length; k++) xs[k] = resolve(B, args[k]!, this.backend);
+      if (I.kernel) I.kernel(xs, B[I.out]!);
+      else B[I.out] = this.backend.run(I.op, xs, I.attrs, I.shape, I.dtype);
+    }
+    const outputs = this.outputs.map((a) => resolve(B, a, this.backend));
+    const kept = this.keep.map((k) => B[k.slot]!);
+    // drop references so buffers and inputs can be collected between runs
+    for (let s = 0; s < B.length; s++) if (!planned || this.slots[s]!.kind !== "ws") B[s] = null;
+    return { outputs, kept };
+  }
+
+  /** A readable listing: kernels, fused groups, buffer sizes and the workspace. */
+  explain(): string {
+    const name = (s: number) => {
+      const sl = this.slots[s]!;
+      return sl.kind === "leaf" ? `in${this.leafSlots.indexOf(s)}` : sl.kind === "own" ? `out${s}` : `ws${s}`;
+    };
+    const argText = (a: Arg) => `${name(a.slot)}${a.view ? `${fmtShape(a.view.shape)}` : ""}`;
+    const m = this.memory;
+    const lines = [
+      `CompiledPlan ${shortHash(this.key)} on ${this.device}: ${this.kernelCount} kernels (${this.unfusedKernels} unfused), ` +
+      `workspace ${fmtBytes(this.workspaceBytes)} (naive ${fmtBytes(m.naive)}, live bound ${fmtBytes(m.liveBound)}), outputs ${fmtBytes(this.outputBytes)}`,
+    ];
+    this.instructions.forEach((I, i) => {
+      const d = I.op.describe?.(I.attrs as never);
+      const s = this.slots[I.out]!;
+      const where = s.kind === "ws" ? `@${s.offset}` : "";
+      lines.push(`  #${i} ${I.op.name}${d ? ` [${d}]` : ""} (${I.args.map(argText).join(", ")}) -> ${name(I.out)}${where} ${fmtShape(I.shape)} ${I.dtype} ${fmtBytes(s.bytes)}${I.inplace ? " in-place" : ""}`);
+    });
+    lines.push(`  outputs: ${this.outputs.map(argText).join(", ")}`);
+    return lines.join("\n");
+  }
+}
+
+function resolve(B: readonly (TensorData | null)[], a: Arg, backend: Backend): TensorData {
+  const b = B[a.slot]!;
+  const v = a.view;
+  if (!v) return b;
+  // device buffers (webgpu) make their own views: reading b.data would copy them to the host
+  if (backend.view) return backend.view(b, v.shape, v.strides, b.offset + v.offset);
+  return { dtype: b.dtype, shape: v.shape, strides: v.strides, offset: b.offset + v.offset, data: b.data };
+}
+
+/** Storage bytes of a dense buffer. */
+export function denseBytes(shape: readonly number[], dtype: DType): number {
+  return numel(shape) * itemsize[dtype];
+}
