@@ -31,9 +31,13 @@ function splitArgs<O>(args: unknown[]): [ShapeArgs, O] {
   if (last !== undefined && typeof last === "object" && !Array.isArray(last)) return [args.slice(0, -1) as ShapeArgs, last as O];
   return [args as ShapeArgs, {} as O];
 }
+/** Apply `device` (made on the host, then moved) and `requires_grad`. */
 function finish(t: Tensor, o: TensorOptions): Tensor {
-  return o.requires_grad ? t.requires_grad_(true) : t;
+  const d = o.device && o.device !== "cpu" ? t.to(o.device) : t;
+  return o.requires_grad ? d.requires_grad_(true) : d;
 }
+/** The device of a `*_like` template (torch: the result is on the template's device). */
+const deviceOf = (t: { shape: readonly number[] }): string | undefined => (t as { device?: string }).device;
 
 const TYPED_DTYPE: [new (...a: any[]) => TypedArray, DType][] = [
   [Float32Array, "float32"], [Float64Array, "float64"], [Int32Array, "int32"], [Int8Array, "int8"], [Uint8Array, "uint8"],
@@ -104,13 +108,13 @@ export function empty(...args: (number | readonly number[] | TensorOptions)[]): 
   return zeros(...args);
 }
 export function zeros_like(t: { shape: readonly number[]; dtype: DType }, opts: TensorOptions = {}): Tensor {
-  return zeros([...t.shape], { dtype: t.dtype, ...opts });
+  return zeros([...t.shape], { dtype: t.dtype, device: deviceOf(t), ...opts });
 }
 export function ones_like(t: { shape: readonly number[]; dtype: DType }, opts: TensorOptions = {}): Tensor {
-  return full([...t.shape], 1, { dtype: t.dtype, ...opts });
+  return full([...t.shape], 1, { dtype: t.dtype, device: deviceOf(t), ...opts });
 }
 export function full_like(t: { shape: readonly number[]; dtype: DType }, v: number, opts: TensorOptions = {}): Tensor {
-  return full([...t.shape], v, { dtype: t.dtype, ...opts });
+  return full([...t.shape], v, { dtype: t.dtype, device: deviceOf(t), ...opts });
 }
 export function empty_like(t: { shape: readonly number[]; dtype: DType }, opts: TensorOptions = {}): Tensor {
   return zeros_like(t, opts);
@@ -174,8 +178,8 @@ export function randint(low: number, high: number, size: readonly number[], opts
   return finish(new Tensor(fromValues(opts.dtype ?? "int64", shape, vals)), opts);
 }
 export function rand_like(t: { shape: readonly number[]; dtype: DType }, opts: RandomOptions = {}): Tensor {
-  return rand([...t.shape], { dtype: t.dtype, ...opts });
+  return rand([...t.shape], { dtype: t.dtype, device: deviceOf(t), ...opts });
 }
 export function randn_like(t: { shape: readonly number[]; dtype: DType }, opts: RandomOptions = {}): Tensor {
-  return randn([...t.shape], { dtype: t.dtype, ...opts });
+  return randn([...t.shape], { dtype: t.dtype, device: deviceOf(t), ...opts });
 }

@@ -17,7 +17,7 @@ import { no_grad } from "../autograd/grad_mode.ts";
 import { LazyTensor } from "../lazy/lazy_tensor.ts";
 import { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
-import { isFloating, type DType } from "../tensor/dtype.ts";
+import { DTYPES, isFloating, type DType } from "../tensor/dtype.ts";
 import { LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { run_forward, with_execution_mode } from "./execution.ts";
 import { Parameter } from "./parameter.ts";
@@ -341,9 +341,9 @@ export class Module {
    * integer tensors are kept. Parameters are replaced by converted Parameters (Loom tensors
    * cannot change dtype in place), keeping requires_grad and ties: build optimizers after to().
    */
-  to(dtype: DType | "cpu"): this {
-    if (dtype === "cpu") return this;
-    if (!isFloating(dtype)) throw new LoomValueError(`[to] nn.Module.to only accepts floating point dtypes, but got desired dtype=${dtype}`);
+  to(dtype: DType | string): this {
+    if (!(DTYPES as readonly string[]).includes(dtype)) return this._to_device(dtype);
+    if (!isFloating(dtype as DType)) throw new LoomValueError(`[to] nn.Module.to only accepts floating point dtypes, but got desired dtype=${dtype}`);
     const done = new Map<TensorOps<any>, TensorOps<any>>();
     no_grad(() => {
       for (const m of this.modules()) {
@@ -362,6 +362,38 @@ export class Module {
           let c = done.get(b) as Tensor | undefined;
           if (!c) {
             c = b.to(dtype);
+            done.set(b, c);
+          }
+          (m as unknown as Record<string, unknown>)[n] = c;
+        }
+      }
+    });
+    return this;
+  }
+  /**
+   * Move parameters (with their gradients) and buffers to `device` ("cpu", "webgpu"), as torch
+   * Module.to(device). Parameters are replaced by moved Parameters, keeping requires_grad and
+   * ties: build optimizers after to().
+   */
+  private _to_device(device: string): this {
+    const done = new Map<TensorOps<any>, TensorOps<any>>();
+    no_grad(() => {
+      for (const m of this.modules()) {
+        for (const [n, p] of m._local_parameters()) {
+          if (p.device === device) continue;
+          let q = done.get(p) as Parameter | undefined;
+          if (!q) {
+            q = new Parameter(p.detach().to(device), p.requires_grad);
+            if (p.grad) q.grad = p.grad.detach().to(device);
+            done.set(p, q);
+          }
+          m._set_local_param(n, q);
+        }
+        for (const [n, b] of m._local_buffers()) {
+          if (b.device === device) continue;
+          let c = done.get(b) as Tensor | undefined;
+          if (!c) {
+            c = b.to(device);
             done.set(b, c);
           }
           (m as unknown as Record<string, unknown>)[n] = c;

@@ -25,7 +25,7 @@ export interface AdamWArgs {
 }
 
 const SOURCE = `${PARAMS_WGSL}${WGSL_COMMON}
-@group(0) @binding(1) var<storage, read_write> P: array<f32>;
+@group(0) @binding(1) var<storage, read_write> Pa: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Mo: array<f32>;
 @group(0) @binding(3) var<storage, read_write> Vo: array<f32>;
 @group(0) @binding(4) var<storage, read> G: array<f32>;
@@ -35,11 +35,11 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   if (i >= p(0u)) { return; }
   let g = G[p(2u) + i] * pf(13u);
   let pi_ = p(1u) + i; let mi = p(3u) + i; let vi = p(4u) + i;
-  let pd = P[pi_] * pf(5u);
+  let pd = Pa[pi_] * pf(5u);
   let m = Mo[mi] * pf(6u) + g * pf(7u);
   let v = Vo[vi] * pf(8u) + (g * g) * pf(9u);
   let denom = sqrt(v) / pf(10u) + pf(11u);
-  P[pi_] = pd + (m / denom) * pf(12u);
+  Pa[pi_] = pd + (m / denom) * pf(12u);
   Mo[mi] = m;
   Vo[vi] = v;
 }`;

@@ -1,0 +1,124 @@
+/**
+ * Whole models on the webgpu device: the tiny GPT-2 (and its PEFT LoRA adapter) forward and
+ * backward, eager and lazy, against the PyTorch reference; eager == lazy bitwise (the same
+ * kernels run); LoRA linear (the fused registry op) and an AdamW training step vs the js backend.
+ * Tolerances: float32 kernels with other summation orders than torch, |Δ| <= atol + rtol·|ref|.
+ */
+import { describe, expect, test } from "bun:test";
+import * as loom from "../../src/index.ts";
+import { webgpuBackend } from "../../src/backends/webgpu/index.ts";
+import { load_adapter } from "../../src/lora/save_load.ts";
+import { lora_layers } from "../../src/lora/model.ts";
+import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
+import { with_execution_mode } from "../../src/nn/execution.ts";
+import { WEBGPU } from "../backends.ts";
+import { REF, TINY, TINY_ADAPTER, expectBitwise, expectClose, ids, labels } from "../models/helpers.ts";
+
+const LONG = 120_000; // first use of each kernel compiles it (lavapipe: up to seconds)
+
+describe.if(WEBGPU)("GPT-2 on webgpu", () => {
+  const run = (mode: "eager" | "lazy", lora: boolean) => with_execution_mode(mode, () => {
+    const model = GPT2LMHeadModel.from_pretrained(TINY).train();
+    if (lora) load_adapter(model, TINY_ADAPTER, "default", { is_trainable: true });
+    model.to("webgpu");
+    const { logits, loss } = model.call(ids().to("webgpu"), { labels: labels().to("webgpu") });
+    loss!.backward();
+    const grads = lora
+      ? lora_layers(model).flatMap(([path, l]) => [
+        [`${path}.lora_A.weight`, l.lora_A.get("default").weight.grad] as const,
+        [`${path}.lora_B.weight`, l.lora_B.get("default").weight.grad] as const,
+      ])
+      : model.named_parameters().map(([k, p]) => [k, p.grad] as const);
+    return { model, logits, loss: loss!, grads };
+  });
+
+  test("forward and backward match PyTorch; eager == lazy bitwise", () => {
+    const e = run("eager", false), l = run("lazy", false);
+    expect(e.model.parameters().every((p) => p.device === "webgpu")).toBe(true);
+    expect(e.logits.device).toBe("webgpu");
+    expectClose(e.logits, REF.logits);
+    expect(e.loss.item()).toBeCloseTo(REF.loss, 4);
+    for (const [k, g] of e.grads) expectClose(g as never, REF.grads[k]!, 1e-5, 1e-3);
+    expectBitwise(e.logits, l.logits);
+    expectBitwise(e.loss, l.loss);
+    e.grads.forEach(([k, g], i) => {
+      expect(l.grads[i]![0]).toBe(k);
+      expectBitwise(g as never, l.grads[i]![1] as never);
+    });
+  }, LONG);
+
+  test("PEFT LoRA adapter: logits, loss and LoRA gradients match PyTorch; eager == lazy", () => {
+    const e = run("eager", true), l = run("lazy", true);
+    expectClose(e.logits, REF.lora.logits);
+    expect(e.loss.item()).toBeCloseTo(REF.lora.loss, 4);
+    for (const [k, g] of e.grads) expectClose(g as never, REF.lora.grads[k]!, 1e-5, 1e-3);
+    expectBitwise(e.loss, l.loss);
+    e.grads.forEach(([, g], i) => expectBitwise(g as never, l.grads[i]![1] as never));
+  }, LONG);
+});
+
+describe.if(WEBGPU)("fused ops and optimizers on webgpu", () => {
+  test("lora_linear equals its decomposition and the js float64 reference (values and gradients)", () => {
+    loom.manual_seed(3);
+    const shapes = [[2, 3, 6], [5, 6], [2, 6], [5, 2], [5]];
+    const ref = shapes.map((s) => loom.randn(s, { dtype: "float64" }));
+    const grads = (xs: loom.Tensor[]) => {
+      const leaves = xs.map((x) => x.detach().requires_grad_());
+      const y = loom.lora_linear(leaves[0]!, leaves[1]!, leaves[2]!, leaves[3]!, 4, leaves[4]!);
+      const dec = loom.linear(leaves[0]!, leaves[1]!, leaves[4]!).add(loom.linear(loom.linear(leaves[0]!, leaves[2]!), leaves[3]!).mul(4));
+      return { y, dec, g: loom.autograd.grad(y.mul(y).sum(), leaves) };
+    };
+    const want = grads(ref);
+    const got = grads(ref.map((x) => x.float().to("webgpu")));
+    expect(got.y.device).toBe("webgpu");
+    expectClose(got.y, Array.from(want.y.dataSync()), 1e-5, 1e-4);
+    expectClose(got.dec, Array.from(want.y.dataSync()), 1e-5, 1e-4);
+    got.g.forEach((g, i) => expectClose(g!, Array.from(want.g[i]!.dataSync()), 1e-4, 1e-4));
+  }, LONG);
+
+  test("lora_linear with B = 0 equals the base linear; strided (transposed) weights", () => {
+    const x = loom.randn([4, 3]).to("webgpu");
+    const W = loom.randn([3, 2]).to("webgpu").t(); // [2, 3] view
+    const y = loom.lora_linear(x, W, loom.randn([2, 3]).to("webgpu"), loom.zeros(2, 2).to("webgpu"), 8);
+    expectClose(y, Array.from(loom.linear(x.to("cpu"), W.to("cpu")).dataSync()), 1e-6, 1e-5);
+  });
+
+  test("AdamW training steps on webgpu follow the js backend; the fused kernel equals the op-by-op update", () => {
+    loom.manual_seed(1);
+    const W0 = loom.randn([8, 4]), x = loom.randn([16, 8]), t = loom.randn([16, 4]);
+    const train = (device: string) => {
+      const W = (device === "cpu" ? W0.clone() : W0.to(device)).requires_grad_();
+      const opt = new loom.optim.AdamW([W], { lr: 1e-2, weight_decay: 0.1 });
+      const [xd, td] = [x.to(device), t.to(device)];
+      for (let i = 0; i < 5; i++) {
+        opt.zero_grad();
+        xd.matmul(W).sub(td).pow(2).mean().backward();
+        opt.step();
+      }
+      return W;
+    };
+    const cpu = train("cpu"), gpu = train("webgpu");
+    expect(gpu.device).toBe("webgpu");
+    expectClose(gpu.to("cpu"), Array.from(cpu.dataSync()), 1e-6, 1e-5);
+
+    // one fused kernel per parameter: same values as torch's op-by-op order (to float32 rounding)
+    const b = webgpuBackend();
+    const [p, g, m, v] = [loom.randn([300]), loom.randn([300]), loom.randn([300]).mul(0.1), loom.rand([300]).mul(0.01)];
+    const ref = { p: p.clone(), m: m.clone(), v: v.clone() };
+    const h = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, step: 3 };
+    loom.no_grad(() => {
+      ref.p.mul_(1 - h.lr * h.weight_decay);
+      ref.m.mul_(h.beta1).add_(g, { alpha: 1 - h.beta1 });
+      ref.v.mul_(h.beta2).add_(g.mul(g), { alpha: 1 - h.beta2 });
+      const denom = ref.v.sqrt().div(Math.sqrt(1 - h.beta2 ** h.step)).add(h.eps);
+      ref.p.add_(ref.m.div(denom), { alpha: -(h.lr / (1 - h.beta1 ** h.step)) });
+    });
+    const [gp, gg, gm, gv] = [p, g, m, v].map((z) => z.to("webgpu"));
+    const s0 = b.stats().dispatches;
+    b.adamw({ p: gp!._d, g: gg!._d, m: gm!._d, v: gv!._d, ...h });
+    expect(b.stats().dispatches - s0).toBe(1);
+    expectClose(gp!, Array.from(ref.p.dataSync()), 1e-7, 1e-6);
+    expectClose(gm!, Array.from(ref.m.dataSync()), 1e-7, 1e-6);
+    expectClose(gv!, Array.from(ref.v.dataSync()), 1e-9, 1e-6);
+  }, LONG);
+});
