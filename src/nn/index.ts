@@ -18,6 +18,7 @@ export {
   type ExecutionMode, get_execution_mode, lift, run_forward, set_execution_mode, with_execution_mode,
 } from "./execution.ts";
 export { Linear, Embedding, type LinearOptions, type EmbeddingOptions } from "./linear.ts";
+export { Conv1D, type Conv1DOptions } from "./conv1d.ts";
 export { ReLU, GELU, SiLU, Tanh, Sigmoid, Identity, Dropout } from "./activation.ts";
 export { LayerNorm, RMSNorm, type LayerNormOptions, type RMSNormOptions } from "./normalization.ts";
 export { Sequential, ModuleList, ModuleDict } from "./container.ts";

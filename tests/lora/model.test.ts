@@ -18,6 +18,7 @@ import {
 import { load_adapter } from "../../src/lora/save_load.ts";
 import { Generator, manual_seed } from "../../src/tensor/rng.ts";
 import { LoomValueError } from "../../src/tensor/errors.ts";
+import { BACKENDS, useBackend } from "../backends.ts";
 import { REF, TINY, TINY_ADAPTER, expectBitwise, expectClose, ids, labels, maxAbsDiff } from "../models/helpers.ts";
 
 const cfg = (fields: Partial<ConstructorParameters<typeof LoraConfig>[0]> = {}) =>
@@ -118,21 +119,6 @@ describe("LoRA GPT-2", () => {
     expect(maxAbsDiff(model.call(ids()).logits.dataSync(), base.dataSync())).toBeLessThan(1e-5);
   });
 
-  test("a PEFT-format adapter written by PyTorch: logits, loss and LoRA gradients match torch", () => {
-    const model = GPT2LMHeadModel.from_pretrained(TINY).train();
-    const config = load_adapter(model, TINY_ADAPTER, "default", { is_trainable: true });
-    expect(config.r).toBe(2);
-    expect(config.extra.megatron_core).toBe("megatron.core"); // unknown PEFT fields are kept
-    const { logits, loss } = model.call(ids(), { labels: labels() });
-    expectClose(logits, REF.lora.logits);
-    expect(loss!.item()).toBeCloseTo(REF.lora.loss, 5);
-    loss!.backward();
-    for (const [path, l] of lora_layers(model)) {
-      expectClose(l.lora_A.get("default").weight.grad as never, REF.lora.grads[`${path}.lora_A.weight`]!, 1e-5, 1e-3);
-      expectClose(l.lora_B.get("default").weight.grad as never, REF.lora.grads[`${path}.lora_B.weight`]!, 1e-5, 1e-3);
-    }
-  });
-
   test("loaded without is_trainable: inference mode, nothing trains", () => {
     const model = GPT2LMHeadModel.from_pretrained(TINY);
     const config = load_adapter(model, TINY_ADAPTER);
@@ -170,6 +156,24 @@ describe("LoRA GPT-2", () => {
     load_adapter(model, TINY_ADAPTER);
     unload(model);
     expectBitwise(model.call(ids()).logits, base);
+  });
+});
+
+describe.each(BACKENDS)("LoRA GPT-2 vs PyTorch on %s", (backend) => {
+  useBackend(backend);
+  test("a PEFT-format adapter written by PyTorch: logits, loss and LoRA gradients match torch", () => {
+    const model = GPT2LMHeadModel.from_pretrained(TINY).train();
+    const config = load_adapter(model, TINY_ADAPTER, "default", { is_trainable: true });
+    expect(config.r).toBe(2);
+    expect(config.extra.megatron_core).toBe("megatron.core"); // unknown PEFT fields are kept
+    const { logits, loss } = model.call(ids(), { labels: labels() });
+    expectClose(logits, REF.lora.logits);
+    expect(loss!.item()).toBeCloseTo(REF.lora.loss, 5);
+    loss!.backward();
+    for (const [path, l] of lora_layers(model)) {
+      expectClose(l.lora_A.get("default").weight.grad as never, REF.lora.grads[`${path}.lora_A.weight`]!, 1e-5, 1e-3);
+      expectClose(l.lora_B.get("default").weight.grad as never, REF.lora.grads[`${path}.lora_B.weight`]!, 1e-5, 1e-3);
+    }
   });
 });
 
@@ -229,6 +233,7 @@ describe("several adapters", () => {
 });
 
 describe("eager == lazy with LoRA (js backend, bitwise)", () => {
+  useBackend("js");
   test("whole GPT forward, loss and the gradient of every LoRA parameter", () => {
     const run = (mode: "eager" | "lazy") => with_execution_mode(mode, () => {
       const model = GPT2LMHeadModel.from_pretrained(TINY).train();

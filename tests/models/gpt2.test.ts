@@ -11,9 +11,12 @@ import { GPT2Config } from "../../src/models/gpt2_config.ts";
 import { GPT2LMHeadModel, sample_logits } from "../../src/models/gpt2.ts";
 import { Generator, manual_seed } from "../../src/tensor/rng.ts";
 import { LoomShapeError, LoomValueError } from "../../src/tensor/errors.ts";
-import { REF, TINY, TINY_OPENAI, expectBitwise, expectClose, ids, labels } from "./helpers.ts";
+import { BACKENDS, useBackend } from "../backends.ts";
+import { REF, TINY, TINY_OPENAI, expectBitwise, expectClose, ids, labels, maxAbsDiff } from "./helpers.ts";
 
-describe("GPT2LMHeadModel vs PyTorch (tiny config)", () => {
+describe.each(BACKENDS)("GPT2LMHeadModel vs PyTorch (tiny config) on %s", (backend) => {
+  useBackend(backend);
+
   test("logits and HF loss (labels shifted inside, -100 ignored)", () => {
     const model = GPT2LMHeadModel.from_pretrained(TINY);
     const { logits, loss } = model.call(ids(), { labels: labels() });
@@ -112,15 +115,20 @@ describe("HF layout", () => {
   });
 });
 
+/** Logits, loss and every parameter gradient of one training step, run eagerly or lazily. */
+function step(mode: "eager" | "lazy") {
+  return with_execution_mode(mode, () => {
+    const model = GPT2LMHeadModel.from_pretrained(TINY).train();
+    const { logits, loss } = model.call(ids(), { labels: labels() });
+    loss!.backward();
+    return { logits, loss: loss!, grads: model.named_parameters().map(([k, p]) => [k, p.grad] as const) };
+  });
+}
+
 describe("eager == lazy (js backend, bitwise)", () => {
+  useBackend("js");
   test("whole GPT forward and backward: logits, loss and every gradient", () => {
-    const run = (mode: "eager" | "lazy") => with_execution_mode(mode, () => {
-      const model = GPT2LMHeadModel.from_pretrained(TINY).train();
-      const { logits, loss } = model.call(ids(), { labels: labels() });
-      loss!.backward();
-      return { logits, loss: loss!, grads: model.named_parameters().map(([k, p]) => [k, p.grad] as const) };
-    });
-    const e = run("eager"), l = run("lazy");
+    const e = step("eager"), l = step("lazy");
     expectBitwise(e.logits, l.logits);
     expectBitwise(e.loss, l.loss);
     expect(e.grads.length).toBe(l.grads.length);
@@ -128,6 +136,15 @@ describe("eager == lazy (js backend, bitwise)", () => {
       expect(l.grads[i]![0]).toBe(k);
       expectBitwise(g as never, l.grads[i]![1] as never);
     });
+  });
+});
+
+describe.each(BACKENDS.filter((b) => b !== "js"))("eager == lazy on %s (float32 tolerance: kernels may differ per path)", (backend) => {
+  useBackend(backend);
+  test("whole GPT forward and backward", () => {
+    const e = step("eager"), l = step("lazy");
+    expect(maxAbsDiff(e.logits.dataSync(), l.logits.dataSync())).toBeLessThan(1e-5);
+    e.grads.forEach(([, g], i) => expect(maxAbsDiff((g as never as { dataSync(): Float64Array }).dataSync(), (l.grads[i]![1] as never as { dataSync(): Float64Array }).dataSync())).toBeLessThan(1e-5));
   });
 });
 
