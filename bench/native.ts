@@ -49,7 +49,7 @@ const done = (y: T) => (y.isLazy ? (y as loom.LazyTensor).eval() : y);
 function matmul(m: number, k: number, n: number) {
   return (lazy: boolean) => {
     const a = loom.randn([m, k]), b = loom.randn([k, n]);
-    return () => done(L(a, lazy).matmul(L(b, lazy)));
+    return () => done((L(a, lazy) as any).matmul(L(b, lazy)));
   };
 }
 
