@@ -64,15 +64,15 @@ export interface Batch {
   y: Tensor;
 }
 
-/** The batch whose rows start at `starts`. */
-export function batch_at(ids: ArrayLike<number>, starts: readonly number[], block_size: number): Batch {
+/** The batch whose rows start at `starts`, on `device`. */
+export function batch_at(ids: ArrayLike<number>, starts: readonly number[], block_size: number, device = "cpu"): Batch {
   const xs: number[][] = [], ys: number[][] = [];
   for (const s of starts) {
     const row = Array.from({ length: block_size + 1 }, (_, i) => ids[s + i]!);
     xs.push(row.slice(0, block_size));
     ys.push(row.slice(1));
   }
-  return { x: tensor(xs, { dtype: "int64" }), y: tensor(ys, { dtype: "int64" }) };
+  return { x: tensor(xs, { dtype: "int64", device }), y: tensor(ys, { dtype: "int64", device }) };
 }
 
 /**
@@ -81,14 +81,14 @@ export function batch_at(ids: ArrayLike<number>, starts: readonly number[], bloc
  */
 export class Batcher {
   private readonly g: Generator;
-  constructor(readonly ids: ArrayLike<number>, readonly block_size: number, readonly batch_size: number, seed = 0) {
+  constructor(readonly ids: ArrayLike<number>, readonly block_size: number, readonly batch_size: number, seed = 0, readonly device = "cpu") {
     if (ids.length <= block_size) throw new Error(`corpus of ${ids.length} tokens is too short for block_size ${block_size}`);
     this.g = new Generator(seed);
   }
   next(): Batch {
     const span = this.ids.length - this.block_size;
     const starts = Array.from({ length: this.batch_size }, () => Math.floor(this.g.uniform53() * span));
-    return batch_at(this.ids, starts, this.block_size);
+    return batch_at(this.ids, starts, this.block_size, this.device);
   }
 }
 
@@ -96,10 +96,10 @@ export class Batcher {
  * A fixed set of `n` evaluation batches spread evenly over the sequence, so validation losses
  * before and after training are measured on the same tokens.
  */
-export function eval_batches(ids: ArrayLike<number>, block_size: number, batch_size: number, n: number): Batch[] {
+export function eval_batches(ids: ArrayLike<number>, block_size: number, batch_size: number, n: number, device = "cpu"): Batch[] {
   const windows = n * batch_size;
   const span = ids.length - block_size;
   if (span <= 0) throw new Error(`corpus of ${ids.length} tokens is too short for block_size ${block_size}`);
   const starts = Array.from({ length: windows }, (_, i) => Math.floor((i * span) / windows));
-  return Array.from({ length: n }, (_, b) => batch_at(ids, starts.slice(b * batch_size, (b + 1) * batch_size), block_size));
+  return Array.from({ length: n }, (_, b) => batch_at(ids, starts.slice(b * batch_size, (b + 1) * batch_size), block_size, device));
 }

@@ -16,6 +16,7 @@
 import { Command } from "commander";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { init_webgpu } from "../src/backends/webgpu/index.ts";
 import { set_default_backend } from "../src/lazy/device.ts";
 import { LoraConfig } from "../src/lora/config.ts";
 import { get_peft_model, merge_adapter, unmerge_adapter } from "../src/lora/model.ts";
@@ -42,6 +43,8 @@ export interface FinetuneOptions {
   eval_every: number;
   eval_batches: number;
   seed: number;
+  /** Device to train on ("cpu", or "webgpu" after init_webgpu()). */
+  device: string;
   /** Print progress, samples and checks (default true). */
   verbose: boolean;
 }
@@ -49,7 +52,7 @@ export interface FinetuneOptions {
 export const FINETUNE_DEFAULTS: FinetuneOptions = {
   steps: 200, rank: 8, lora_alpha: 16, lora_dropout: 0, lr: 5e-3, batch_size: 16, block_size: 32, corpus: "names",
   checkpoint: "checkpoints/char-gpt", out: "checkpoints/char-gpt-lora-names", pretrain_steps: PRETRAIN_DEFAULTS.steps,
-  eval_every: 50, eval_batches: 4, seed: 7, verbose: true,
+  eval_every: 50, eval_batches: 4, seed: 7, device: "cpu", verbose: true,
 };
 
 export interface FinetuneResult {
@@ -87,9 +90,9 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
 
   if (!existsSync(join(o.checkpoint, "config.json"))) {
     log(`no checkpoint in ${o.checkpoint}: pretraining one first (${o.pretrain_steps} steps)`);
-    pretrain({ steps: o.pretrain_steps, out: o.checkpoint, verbose: o.verbose });
+    pretrain({ steps: o.pretrain_steps, out: o.checkpoint, device: o.device, verbose: o.verbose });
   }
-  const model = GPT2LMHeadModel.from_pretrained(o.checkpoint);
+  const model = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
   const tok = CharTokenizer.from_pretrained(o.checkpoint);
   const block = Math.min(o.block_size, model.config.n_positions);
   const corpus = corpusOf(o.corpus);
@@ -107,8 +110,8 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const peft = get_peft_model(model, config);
   if (o.verbose) peft.print_trainable_parameters();
   const trainable = model.parameters().filter((p) => p.requires_grad);
-  const val = eval_batches(val_ids, block, o.batch_size, o.eval_batches);
-  const r = train(model, trainable, new Batcher(train_ids, block, o.batch_size, o.seed), val, {
+  const val = eval_batches(val_ids, block, o.batch_size, o.eval_batches, o.device);
+  const r = train(model, trainable, new Batcher(train_ids, block, o.batch_size, o.seed, o.device), val, {
     steps: o.steps, lr: o.lr, warmup: Math.min(20, Math.floor(o.steps / 10)), weight_decay: 0, grad_clip: 1,
     eval_every: o.eval_every, label: "lora", verbose: o.verbose,
   });
@@ -123,7 +126,7 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   // the saved adapter, loaded into a fresh copy of the base model, reproduces the trained one
   const x = val[0]!.x;
   const trained = model.call(x).logits.dataSync();
-  const fresh = GPT2LMHeadModel.from_pretrained(o.checkpoint);
+  const fresh = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
   load_adapter(fresh, o.out);
   const reload_max_abs_diff = maxAbsDiff(fresh.call(x).logits.dataSync(), trained);
   log(`reloaded adapter vs trained model: max |Δlogits| = ${reload_max_abs_diff}`);
@@ -163,17 +166,23 @@ if (import.meta.main) {
     .option("--pretrain-steps <n>", "steps of the pretraining run when there is no checkpoint", String(d.pretrain_steps))
     .option("--eval-every <n>", "validate every n steps", String(d.eval_every))
     .option("--seed <n>", "random seed", String(d.seed))
-    .option("--device <name>", "cpu (native backend if it builds, else js), js, or native", "cpu")
+    .option("--device <name>", "cpu (native backend if it builds, else js), js, native, or webgpu", "cpu")
     .option("--eager", "run op by op instead of lazily (to compare)")
     .parse();
   const a = cmd.opts();
+  let device = "cpu";
   if (a.device === "js" || a.device === "native") set_default_backend(a.device);
-  else if (a.device !== "cpu") throw new Error(`--device ${a.device}: expected cpu, js or native`);
+  else if (a.device === "webgpu") {
+    const s = await init_webgpu();
+    if (!s.available) throw new Error(`--device webgpu: ${s.reason}`);
+    console.log(`webgpu device: ${s.device}`);
+    device = "webgpu";
+  } else if (a.device !== "cpu") throw new Error(`--device ${a.device}: expected cpu, js, native or webgpu`);
   if (a.eager) set_execution_mode("eager");
   const r = finetune({
     steps: +a.steps, rank: +a.rank, lora_alpha: +a.alpha, lora_dropout: +a.loraDropout, lr: +a.lr, batch_size: +a.batchSize,
     block_size: +a.blockSize, corpus: a.corpus, checkpoint: a.checkpoint, out: a.out, pretrain_steps: +a.pretrainSteps,
-    eval_every: +a.evalEvery, seed: +a.seed,
+    eval_every: +a.evalEvery, seed: +a.seed, device,
   });
   console.log(`wall time ${r.seconds.toFixed(1)} s (${a.eager ? "eager" : "lazy"}, device ${a.device})`);
 }

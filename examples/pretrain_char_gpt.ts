@@ -30,12 +30,14 @@ export interface PretrainOptions {
   seed: number;
   /** Where to save the checkpoint; null: do not save. */
   out: string | null;
+  /** Device to train on ("cpu", or "webgpu" after init_webgpu()). */
+  device: string;
   verbose: boolean;
 }
 
 export const PRETRAIN_DEFAULTS: PretrainOptions = {
   steps: 300, batch_size: 16, block_size: 32, lr: 3e-3, n_embd: 64, n_layer: 2, n_head: 4,
-  eval_every: 100, eval_batches: 4, seed: 1337, out: "checkpoints/char-gpt", verbose: true,
+  eval_every: 100, eval_batches: 4, seed: 1337, out: "checkpoints/char-gpt", device: "cpu", verbose: true,
 };
 
 export interface PretrainResult extends TrainResult {
@@ -55,8 +57,10 @@ export function pretrain(opts: Partial<PretrainOptions> = {}): PretrainResult {
     n_positions: o.block_size, n_embd: o.n_embd, n_layer: o.n_layer, n_head: o.n_head,
   });
   const model = new GPT2LMHeadModel(config, { generator: new Generator(o.seed) });
+  if (o.device !== "cpu") model.to(o.device);
   log(`pretraining a char GPT-2 (${model.num_parameters().toLocaleString("en-US")} parameters: n_embd ${o.n_embd}, n_layer ${o.n_layer}, n_head ${o.n_head}, context ${o.block_size}) on Moby-Dick: ${train_ids.length.toLocaleString("en-US")} train / ${val_ids.length.toLocaleString("en-US")} val characters, vocab ${tokenizer.vocab_size}`);
-  const result = train(model, model.parameters(), new Batcher(train_ids, o.block_size, o.batch_size, o.seed), eval_batches(val_ids, o.block_size, o.batch_size, o.eval_batches), {
+  const batcher = new Batcher(train_ids, o.block_size, o.batch_size, o.seed, o.device);
+  const result = train(model, model.parameters(), batcher, eval_batches(val_ids, o.block_size, o.batch_size, o.eval_batches, o.device), {
     steps: o.steps, lr: o.lr, warmup: Math.min(30, Math.floor(o.steps / 10)), weight_decay: 0.01, grad_clip: 1,
     eval_every: o.eval_every, label: "pretrain", verbose: o.verbose,
   });

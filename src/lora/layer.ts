@@ -97,8 +97,8 @@ export class LoraLayer extends TensorModule {
 
   /**
    * Add (or re-create) adapter `name` with rank r: A [r, in], B [out, r] as PEFT initializes
-   * them (init true: A kaiming-uniform a=√5 i.e. U(±1/√in), B zeros). Adapters not active get
-   * requires_grad false.
+   * them (init true: A kaiming-uniform a=√5 i.e. U(±1/√in), B zeros), on the base weight's dtype
+   * and device. Adapters not active get requires_grad false.
    * @throws LoomValueError if r is not a positive integer
    */
   update_layer(name: string, spec: LoraAdapterSpec): void {
@@ -113,6 +113,11 @@ export class LoraLayer extends TensorModule {
     this.lora_B.set(name, new Linear(r, this.out_features, { bias: false, dtype, generator: g }));
     this.scaling[name] = spec.use_rslora ? lora_alpha / Math.sqrt(r) : lora_alpha / r;
     this.reset_lora_parameters(name, spec.init_lora_weights, g);
+    const device = this.base_layer.weight.device; // PEFT _move_adapter_to_device_of_base_layer
+    if (device !== "cpu") {
+      this.lora_A.get(name).to(device);
+      this.lora_B.get(name).to(device);
+    }
     this.lora_dropout.get(name).train(this.training);
     this.set_adapter(this.active_adapters);
   }

@@ -84,7 +84,7 @@ export function set_peft_model_state_dict(model: Module, state: ReadonlyMap<stri
   const missing = [...want.keys()].filter((k) => !seen.has(k));
   if (missing.length) errors.push(`missing LoRA weights: ${missing.map((k) => PEFT_PREFIX + k).join(", ")}`);
   if (errors.length) throw new LoomValueError(`[set_peft_model_state_dict] Error(s) loading adapter "${adapter_name}":\n\t${errors.join("\n\t")}`);
-  for (const [dst, src] of copies) dst.detach().copy_(src);
+  for (const [dst, src] of copies) dst.detach().copy_(src.device === dst.device ? src : src.to(dst.device));
 }
 
 export interface SaveAdapterOptions {

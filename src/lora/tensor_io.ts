@@ -14,10 +14,12 @@ export function tensor_from_io(t: IoTensor): Tensor {
 
 /**
  * A dense record of `t` for loom.io's writers: `t`'s own buffer when it is already dense and
- * exactly sized, else a contiguous copy. A LazyTensor is realized first.
+ * exactly sized, else a contiguous copy. A LazyTensor is realized first; a tensor on another
+ * device (webgpu) is copied to the cpu.
  */
 export function tensor_to_io(t: Tensor | { eval(): Tensor }): TensorLike {
-  const e = t instanceof Tensor ? t : t.eval();
+  const r = t instanceof Tensor ? t : t.eval();
+  const e = r.device === "cpu" ? r : r.to("cpu");
   const d = toContiguous(e._d); // dense, offset 0, exactly numel(shape) elements
   return { dtype: d.dtype, shape: d.shape, data: d.data };
 }

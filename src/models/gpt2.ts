@@ -178,7 +178,7 @@ export class GPT2Model extends TensorModule {
     if (T > this.config.n_positions) {
       throw new LoomShapeError(`[GPT2Model] sequence length ${T} exceeds n_positions=${this.config.n_positions}`);
     }
-    const pos = lift(arange(T, undefined, 1, { dtype: "int64" }), input_ids); // [T]
+    const pos = lift(arange(T, undefined, 1, { dtype: "int64", device: input_ids.device }), input_ids); // [T], on the input's device
     let x = this.drop.forward(this.wte.forward(input_ids).add(this.wpe.forward(pos))); // [B, T, C]
     for (const block of this.h) x = block.forward(x);
     return this.ln_f.forward(x);
@@ -340,8 +340,8 @@ export class GPT2LMHeadModel extends Module {
    * tokens, each drawn from softmax(logits[:, -1] / temperature) restricted to the top_k,
    * feeding at most n_positions tokens of context. Runs under no_grad in eval() mode and restores
    * the training flag afterwards.
-   * @param idx - int64 [B, T] prompt ids (T >= 1)
-   * @returns int64 [B, T + max_new_tokens]
+   * @param idx - int64 [B, T] prompt ids (T >= 1), any device
+   * @returns int64 [B, T + max_new_tokens] on the cpu
    * @throws LoomValueError for a bad temperature or top_k, LoomShapeError for a non-2-D prompt
    */
   generate(idx: Tensor, max_new_tokens: number, opts: GenerateOptions = {}): Tensor {
@@ -385,6 +385,7 @@ function generate_tokens(model: GPT2LMHeadModel, idx: Tensor, max_new_tokens: nu
   if (idx.ndim !== 2 || idx.shape[1] === 0) throw new LoomShapeError(`[generate] idx must be [B, T] with T >= 1, got ${fmtShape(idx.shape)}`);
   const B = idx.shape[0]!;
   const rows: number[][] = idx.tolist() as number[][];
+  const device = model.transformer.wte.weight.device; // feed the model on its own device
   const was_training = model.training;
   model.eval();
   try {
@@ -392,7 +393,7 @@ function generate_tokens(model: GPT2LMHeadModel, idx: Tensor, max_new_tokens: nu
       const ctx = model.config.n_positions;
       for (let s = 0; s < max_new_tokens; s++) {
         const cond = rows.map((r) => r.slice(-ctx));
-        const { logits } = model.forward(tensor(cond, { dtype: "int64" })); // [B, Tc, V]
+        const { logits } = model.forward(tensor(cond, { dtype: "int64", device })); // [B, Tc, V]
         const Tc = cond[0]!.length, V = logits.shape[2]!;
         const last = logits.narrow(1, Tc - 1, 1).contiguous().dataSync(); // [B, 1, V]
         for (let b = 0; b < B; b++) rows[b]!.push(sample_logits(last.subarray(b * V, (b + 1) * V), temperature, top_k, () => generator.uniform53()));
