@@ -145,6 +145,33 @@ describe("save_adapter / load_adapter (PEFT format)", () => {
   });
 });
 
+describe("bias options", () => {
+  test('bias "lora_only" trains and saves the wrapped layers\' biases; "all" every bias', () => {
+    const model = GPT2LMHeadModel.from_pretrained(TINY);
+    const peft = get_peft_model(model, new LoraConfig({ r: 2, target_modules: ["attn.c_attn"], fan_in_fan_out: true, bias: "lora_only" }));
+    const trainable = peft.named_parameters().filter(([, p]) => p.requires_grad).map(([k]) => k);
+    expect(trainable.filter((k) => k.endsWith("bias"))).toEqual([
+      "base_model.model.transformer.h.0.attn.c_attn.base_layer.bias", "base_model.model.transformer.h.1.attn.c_attn.base_layer.bias",
+    ]);
+    no_grad(() => lora_layers(model)[0]![1].base_layer.bias!.fill_(0.5));
+    const dir = tmp("adapter-bias");
+    const keys = save_adapter(peft, dir);
+    expect(keys).toContain("base_model.model.transformer.h.0.attn.c_attn.base_layer.bias");
+    expect(keys.length).toBe(6);
+    const fresh = GPT2LMHeadModel.from_pretrained(TINY);
+    load_adapter(fresh, dir);
+    expect([...lora_layers(fresh)[0]![1].base_layer.bias!.dataSync()].every((v) => v === 0.5)).toBe(true);
+    rmSync(dir, { recursive: true });
+
+    const all = GPT2LMHeadModel.from_pretrained(TINY);
+    get_peft_model(all, new LoraConfig({ r: 2, target_modules: ["attn.c_attn"], fan_in_fan_out: true, bias: "all" }));
+    const biases = all.named_parameters().filter(([k]) => k.endsWith("bias"));
+    expect(biases.length).toBe(2 * 6 + 1); // per block: ln_1, c_attn, c_proj, ln_2, c_fc, mlp.c_proj; plus ln_f
+    expect(biases.every(([, p]) => p.requires_grad)).toBe(true);
+    expect(get_peft_model_state_dict(all).size).toBe(4 + biases.length);
+  });
+});
+
 describe("LoraConfig", () => {
   test("PEFT defaults and validation", () => {
     const c = new LoraConfig();
