@@ -16,11 +16,12 @@ export {
 } from "./config.ts";
 export { LoraLayer, type LoraAdapterSpec, type LoraBaseLayer, is_lora_target_layer } from "./layer.ts";
 export {
-  type InjectOptions, LoraModel, PeftModel, active_adapter, adapter_names, add_adapter, delete_adapter, disable_adapter,
-  disable_adapter_layers, enable_adapter_layers, get_nb_trainable_parameters, get_peft_model, has_adapter,
+  type InjectOptions, LoraModel, active_adapter, adapter_names, add_adapter, delete_adapter, disable_adapter,
+  disable_adapter_layers, enable_adapter_layers, get_nb_trainable_parameters, has_adapter,
   inject_adapter_in_model, lora_layers, lora_parameters, mark_only_lora_as_trainable, merge_adapter, merge_and_unload,
   peft_config, set_adapter, trainable_parameters_summary, unload, unmerge_adapter, unwrap,
 } from "./model.ts";
+export { PeftModel, get_peft_model } from "./peft_model.ts";
 export {
   type LoadAdapterOptions, PEFT_PREFIX, type SaveAdapterOptions, get_peft_model_state_dict, load_adapter, save_adapter,
   set_peft_model_state_dict,

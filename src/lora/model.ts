@@ -27,9 +27,26 @@ interface LoraState {
 }
 const STATE = new WeakMap<Module, LoraState>();
 
-/** The model whose modules LoRA wraps: the PeftModel's inner model, or `model` itself. */
+/**
+ * PEFT's LoraModel: holds the model LoRA was injected into as `model` (so keys gain "model.").
+ * Forward is the inner model's. PeftModel (peft_model.ts) keeps one as `base_model`.
+ */
+export class LoraModel<M extends Module = Module> extends Module {
+  model: M;
+  constructor(model: M) {
+    super();
+    this.model = model;
+  }
+  override forward_lazy(...args: any[]): any {
+    return this.model.forward_lazy(...args);
+  }
+}
+
+/** The model whose modules LoRA wraps: a PeftModel's (or LoraModel's) inner model, or `model` itself. */
 export function unwrap(model: Module): Module {
-  return model instanceof PeftModel ? model.base_model.model : model;
+  if (model instanceof LoraModel) return model.model;
+  const base = (model as unknown as { base_model?: unknown }).base_model;
+  return base instanceof LoraModel ? base.model : model;
 }
 
 function stateOf(op: string, model: Module): LoraState {
@@ -245,7 +262,7 @@ export function unmerge_adapter(model: Module): void {
   for (const [, l] of lora_layers(model)) l.unmerge();
 }
 
-function unloadImpl<M extends Module>(model: M | PeftModel<M>, merge: boolean, opts: { safe_merge?: boolean; adapter_names?: string[] }): M {
+function unloadImpl<M extends Module>(model: Module, merge: boolean, opts: { safe_merge?: boolean; adapter_names?: string[] }): M {
   const root = unwrap(model) as M;
   for (const [path, l] of lora_layers(root)) {
     if (merge) {
@@ -264,15 +281,15 @@ function unloadImpl<M extends Module>(model: M | PeftModel<M>, merge: boolean, o
  * HF keys again) computing base + LoRA. Parameters keep their requires_grad (frozen).
  * @returns the inner model (unwrapped from a PeftModel)
  */
-export function merge_and_unload<M extends Module>(model: M | PeftModel<M>, opts: { safe_merge?: boolean; adapter_names?: string[] } = {}): M {
+export function merge_and_unload<M extends Module = Module>(model: Module, opts: { safe_merge?: boolean; adapter_names?: string[] } = {}): M {
   stateOf("merge_and_unload", model);
-  return unloadImpl(model, true, opts);
+  return unloadImpl<M>(model, true, opts);
 }
 
 /** Put the base layers back without merging: the original model (PEFT unload). */
-export function unload<M extends Module>(model: M | PeftModel<M>): M {
+export function unload<M extends Module = Module>(model: Module): M {
   stateOf("unload", model);
-  return unloadImpl(model, false, {});
+  return unloadImpl<M>(model, false, {});
 }
 
 /** (trainable, all) parameter counts (PEFT get_nb_trainable_parameters). */
@@ -289,90 +306,6 @@ export function get_nb_trainable_parameters(model: Module): [number, number] {
 export function trainable_parameters_summary(model: Module): string {
   const [t, a] = get_nb_trainable_parameters(model);
   return `trainable params: ${t.toLocaleString("en-US")} || all params: ${a.toLocaleString("en-US")} || trainable%: ${(100 * t / a).toFixed(4)}`;
-}
-
-/**
- * PEFT's LoraModel: holds the model LoRA was injected into as `model` (so keys gain "model.").
- * Forward is the inner model's.
- */
-export class LoraModel<M extends Module = Module> extends Module {
-  model: M;
-  constructor(model: M) {
-    super();
-    this.model = model;
-  }
-  override forward_lazy(...args: any[]): any {
-    return this.model.forward_lazy(...args);
-  }
-}
-
-/**
- * PEFT's PeftModel: `base_model` is a LoraModel around your model, so `state_dict()` keys are
- * PEFT's in-memory keys (`base_model.model.<path>.lora_A.default.weight`). Forward (`call`) is
- * your model's; the methods are the functions of this file bound to it.
- */
-export class PeftModel<M extends Module = Module> extends Module {
-  base_model: LoraModel<M>;
-
-  /** Wraps `model` (already injected, see get_peft_model). */
-  constructor(model: M) {
-    super();
-    this.base_model = new LoraModel(model);
-  }
-  override forward_lazy(...args: any[]): any {
-    return this.base_model.model.forward_lazy(...args);
-  }
-  /** The model LoRA was injected into (PEFT get_base_model). */
-  get_base_model(): M {
-    return this.base_model.model;
-  }
-  get peft_config(): Map<string, LoraConfig> {
-    return peft_config(this);
-  }
-  get active_adapter(): string | string[] {
-    return active_adapter(this);
-  }
-  add_adapter(adapter_name: string, config: LoraConfig, opts: InjectOptions = {}): void {
-    add_adapter(this, adapter_name, config, opts);
-  }
-  set_adapter(adapter_name: string | string[]): void {
-    set_adapter(this, adapter_name);
-  }
-  delete_adapter(adapter_name: string): void {
-    delete_adapter(this, adapter_name);
-  }
-  /** Run fn with adapters disabled (`with model.disable_adapter():`). */
-  disable_adapter<R>(fn: () => R): R {
-    return disable_adapter(this, fn);
-  }
-  merge_adapter(opts: { safe_merge?: boolean; adapter_names?: string[] } = {}): void {
-    merge_adapter(this, opts);
-  }
-  unmerge_adapter(): void {
-    unmerge_adapter(this);
-  }
-  merge_and_unload(opts: { safe_merge?: boolean; adapter_names?: string[] } = {}): M {
-    return merge_and_unload(this, opts);
-  }
-  unload(): M {
-    return unload(this);
-  }
-  get_nb_trainable_parameters(): [number, number] {
-    return get_nb_trainable_parameters(this);
-  }
-  print_trainable_parameters(): void {
-    console.log(trainable_parameters_summary(this));
-  }
-}
-
-/**
- * Inject adapter `adapter_name` from `config` into `model` and wrap it as a PeftModel (PEFT
- * get_peft_model). `model` itself is modified in place and stays usable directly.
- * @throws LoomValueError as inject_adapter_in_model
- */
-export function get_peft_model<M extends Module>(model: M, config: LoraConfig, adapter_name = "default", opts: InjectOptions = {}): PeftModel<M> {
-  inject_adapter_in_model(config, model, adapter_name, opts);
-  return new PeftModel(model);
 }
 
 /** The LoRA parameters of adapter `adapter_name` (A and B of every layer that has it). */

@@ -11,7 +11,8 @@ import { randn } from "../../src/lazy/creation.ts";
 import { load_file, read_header_file, save_file } from "../../src/io/index.ts";
 import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
 import { LoraConfig } from "../../src/lora/config.ts";
-import { get_peft_model, lora_layers, peft_config, add_adapter, set_adapter } from "../../src/lora/model.ts";
+import { lora_layers, peft_config, add_adapter, set_adapter } from "../../src/lora/model.ts";
+import { PeftModel, get_peft_model } from "../../src/lora/peft_model.ts";
 import { get_peft_model_state_dict, load_adapter, save_adapter } from "../../src/lora/save_load.ts";
 import { Generator } from "../../src/tensor/rng.ts";
 import { LoomValueError } from "../../src/tensor/errors.ts";
@@ -65,6 +66,19 @@ describe("save_adapter / load_adapter (PEFT format)", () => {
     expect(loaded.base_model_name_or_path).toBe("checkpoints/char-gpt");
     model.eval();
     expectBitwise(fresh.call(ids()).logits, model.call(ids()).logits);
+    rmSync(dir, { recursive: true });
+  });
+
+  test("PeftModel.save_pretrained / PeftModel.from_pretrained (PEFT's method names)", () => {
+    const { model, peft } = trainedLike(5, new LoraConfig({ r: 2, target_modules: ["attn.c_proj"], fan_in_fan_out: true }));
+    const dir = tmp("adapter-peftmodel");
+    peft.save_pretrained(dir);
+    const back = PeftModel.from_pretrained(GPT2LMHeadModel.from_pretrained(TINY), dir);
+    expect(back.peft_config.get("default")!.inference_mode).toBe(true);
+    expect(back.get_nb_trainable_parameters()[0]).toBe(0);
+    model.eval();
+    expectBitwise(back.call(ids()).logits, model.call(ids()).logits);
+    expect(Object.keys(back.state_dict())).toEqual(Object.keys(peft.state_dict()));
     rmSync(dir, { recursive: true });
   });
 

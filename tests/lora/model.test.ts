@@ -12,10 +12,11 @@ import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
 import { LoraConfig, check_target_module_exists } from "../../src/lora/config.ts";
 import { LoraLayer } from "../../src/lora/layer.ts";
 import {
-  PeftModel, active_adapter, add_adapter, delete_adapter, disable_adapter, get_peft_model, inject_adapter_in_model,
+  active_adapter, add_adapter, delete_adapter, disable_adapter, inject_adapter_in_model,
   lora_layers, lora_parameters, merge_adapter, merge_and_unload, peft_config, set_adapter, unload, unmerge_adapter,
 } from "../../src/lora/model.ts";
 import { load_adapter } from "../../src/lora/save_load.ts";
+import { PeftModel, get_peft_model } from "../../src/lora/peft_model.ts";
 import { Generator, manual_seed } from "../../src/tensor/rng.ts";
 import { LoomValueError } from "../../src/tensor/errors.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
