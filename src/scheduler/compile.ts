@@ -178,5 +178,5 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
   }));
   const memory = planMemory(bufs);
   wsSlots.forEach((s, k) => { slots[s] = { ...slots[s]!, offset: memory.offsets[k]! }; });
-  return new CompiledPlan({ key, device, backend, instructions, slots, leafSlots, outputs, keep, memory, unfusedKernels: unfused });
+  return new CompiledPlan({ key, device, backend, instructions, slots, leafSlots, outputs, keep, memory, transients: bufs, unfusedKernels: unfused });
 }

@@ -16,7 +16,7 @@ import { allocArray, itemsize, type DType } from "../tensor/dtype.ts";
 import { fmtShape } from "../tensor/errors.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { allocData, type TensorData } from "../tensor/storage.ts";
-import type { MemoryPlan } from "./memory.ts";
+import type { MemoryPlan, TransientBuffer } from "./memory.ts";
 import { get_memory_limit, LoomOutOfMemoryError } from "./options.ts";
 
 export interface ViewArg {
@@ -104,6 +104,8 @@ export interface PlanParts {
   /** Own buffers that keep a graph node's value: (slot, index of the node in the simplified graph). */
   keep: { slot: number; node: number }[];
   memory: MemoryPlan;
+  /** The workspace buffers (ws slots in order) the memory plan placed. */
+  transients: TransientBuffer[];
   /** Kernels the same graph would launch without patterns and fusion. */
   unfusedKernels: number;
 }
@@ -117,6 +119,7 @@ export class CompiledPlan {
   readonly outputs: readonly Arg[];
   readonly keep: readonly { slot: number; node: number }[];
   readonly memory: MemoryPlan;
+  readonly transients: readonly TransientBuffer[];
   readonly unfusedKernels: number;
   private readonly backend: Backend;
   private readonly bufs: (TensorData | null)[];
@@ -133,6 +136,7 @@ export class CompiledPlan {
     this.outputs = p.outputs;
     this.keep = p.keep;
     this.memory = p.memory;
+    this.transients = p.transients;
     this.unfusedKernels = p.unfusedKernels;
     this.bufs = new Array(p.slots.length).fill(null);
   }
@@ -179,6 +183,13 @@ export class CompiledPlan {
   }
 
   private bindWorkspace(): void {
+    const dm = this.backend.deviceMemory;
+    if (dm) {
+      // device workspace regions are stable buffers of the backend: bind them once
+      if (this.wsGeneration !== -2) this.wsViews = this.slots.map((s) => (s.kind === "ws" ? dm.workspace(s.offset, s.bytes, s.dtype, s.shape) : null));
+      this.wsGeneration = -2;
+      return;
+    }
     const ws = workspace(this.device, this.memory.peak);
     if (ws.generation === this.wsGeneration) return;
     this.wsViews = this.slots.map((s) => {
@@ -207,7 +218,7 @@ export class CompiledPlan {
       this.bindWorkspace();
       for (let s = 0; s < this.slots.length; s++) {
         const sl = this.slots[s]!;
-        if (sl.kind === "own") B[s] = allocData(sl.dtype, sl.shape);
+        if (sl.kind === "own") B[s] = this.backend.deviceMemory?.alloc(sl.dtype, sl.shape) ?? allocData(sl.dtype, sl.shape);
         else if (sl.kind === "ws") B[s] = this.wsViews[s]!;
       }
     }

@@ -1,7 +1,8 @@
 /**
  * Generic fusion: groups of ops become one kernel each.
  * - Any tree of elementwise ops (through broadcasts and stride-only views) is one
- *   `fused_elementwise`; a value used by several members is computed once per distinct mapping.
+ *   `fused_elementwise`; a value used by several members is computed once per distinct mapping,
+ *   and a cheap value read by several groups is recomputed in each rather than stored.
  * - A reduction absorbs its elementwise prologue (`sum(x*x)` reads x once) and, when its result is
  *   consumed element for element, its elementwise epilogue (`sum(...) / n + eps`).
  * - A matmul absorbs an elementwise epilogue consumed element for element (bias, GELU, residual).
@@ -65,6 +66,9 @@ function usesOf(n: GNode, users: Map<GNode, GNode[]>, outputs: ReadonlySet<GNode
   return out;
 }
 
+/** Marks a node recomputed inside several groups (it belongs to none of them alone). */
+const DUP: Group = { kind: "single", root: null as never, core: null, members: new Map() };
+
 export function fuse(g: Graph, caps: FusionCaps): Graph {
   const users = usersOf(g);
   const outputs = new Set(g.outputs);
@@ -122,6 +126,28 @@ export function fuse(g: Graph, caps: FusionCaps): Graph {
     return true;
   };
 
+  /**
+   * A cheap elementwise value read by several groups is recomputed inside each of them instead of
+   * being written and read back (its own producers are then materialized: one level only).
+   */
+  const tryDuplicate = (n: GNode): boolean => {
+    if (!can("fused_elementwise") || EXPENSIVE.has(n.op!.name)) return false;
+    const uses = usesOf(n, users, outputs);
+    if (!uses || uses.length === 0) return false;
+    const per = new Map<Group, Use[]>();
+    for (const u of uses) {
+      const cg = groupOf.get(u.consumer);
+      if (!cg || cg === DUP) return false;
+      per.set(cg, [...(per.get(cg) ?? []), u]);
+    }
+    if (per.size < 2 || per.size > 4) return false;
+    const joins = [...per.values()].map((us) => mappingsInto(n, us));
+    if (joins.some((m) => !m || m.maps.size > MAX_INSTANCES || m.grp.members.size >= MAX_MEMBERS)) return false;
+    for (const m of joins) m!.grp.members.set(n, { space: m!.space, maps: m!.maps });
+    groupOf.set(n, DUP);
+    return true;
+  };
+
   /** Attach a reduction/matmul as the core of the one elementwise group consuming it element for element. */
   const tryAttach = (n: GNode, kind: "reduce" | "matmul"): boolean => {
     const uses = usesOf(n, users, outputs);
@@ -147,7 +173,7 @@ export function fuse(g: Graph, caps: FusionCaps): Graph {
     if (!n.op || n.op.kind === "view") continue;
     switch (n.op.kind) {
       case "elementwise":
-        if (!tryJoin(n)) newGroup(n, can("fused_elementwise") ? "ew" : "single");
+        if (!tryJoin(n) && !tryDuplicate(n)) newGroup(n, can("fused_elementwise") ? "ew" : "single");
         break;
       case "reduce":
         if (!can("fused_reduce")) newGroup(n, "single");

@@ -35,6 +35,8 @@ export interface Graph {
   /** Topological order, inputs before users; exactly the nodes reachable from `outputs`. */
   readonly nodes: readonly GNode[];
   readonly outputs: readonly GNode[];
+  /** Set by `rewrite`: whether any node was replaced. */
+  readonly changed?: boolean;
 }
 
 export function mkNode(
@@ -122,13 +124,17 @@ export function fromLazy(roots: readonly Node[], retainAll = false): Graph {
  */
 export function rewrite(g: Graph, rule: (n: GNode, inputs: readonly GNode[]) => GNode | null): Graph {
   const map = new Map<GNode, GNode>();
+  let changed = false;
   for (const n of g.nodes) {
     const ins = n.inputs.map((c) => map.get(c)!);
     const r = rule(n, ins);
-    if (r) map.set(n, r);
-    else map.set(n, ins.every((c, i) => c === n.inputs[i]) ? n : withInputs(n, ins));
+    if (r) {
+      map.set(n, r);
+      if (r !== n) changed = true;
+    } else map.set(n, ins.every((c, i) => c === n.inputs[i]) ? n : withInputs(n, ins));
   }
-  return makeGraph(g.outputs.map((o) => map.get(o)!));
+  if (!changed) return g;
+  return { ...makeGraph(g.outputs.map((o) => map.get(o)!)), changed };
 }
 
 /** Users of every node, in topological order of the users (a user appears once per input slot). */
@@ -150,10 +156,22 @@ export function canon(v: unknown): string {
   if (typeof v !== "object") return String(v);
   const hit = canonCache.get(v);
   if (hit !== undefined) return hit;
+  if (!Array.isArray(v)) {
+    let empty = true;
+    for (const _k in v) { empty = false; break; }
+    if (empty) return "{}";
+  }
   let s: string;
-  if (Array.isArray(v)) s = `[${v.map(canon).join(",")}]`;
-  else if ("name" in v && "kind" in v && typeof (v as { kind: unknown }).kind === "string") s = `@${(v as { name: string }).name}`;
-  else s = `{${Object.entries(v).map(([k, x]) => `${k}:${canon(x)}`).join(",")}}`;
+  if (Array.isArray(v)) {
+    s = "[";
+    for (let i = 0; i < v.length; i++) s += (i ? "," : "") + canon(v[i]);
+    s += "]";
+  } else if ("name" in v && "kind" in v && typeof (v as { kind: unknown }).kind === "string") s = `@${(v as { name: string }).name}`;
+  else {
+    s = "{";
+    for (const k in v) s += `${k}:${canon((v as Record<string, unknown>)[k])},`;
+    s += "}";
+  }
   canonCache.set(v, s);
   return s;
 }

@@ -6,7 +6,7 @@
  */
 import { decoder, isFloating, type DType } from "../../tensor/dtype.ts";
 import { numel, shapesEqual } from "../../tensor/shape.ts";
-import type { TensorData } from "../../tensor/storage.ts";
+import { forEachStrided, type TensorData } from "../../tensor/storage.ts";
 import type { OpDef } from "../op.ts";
 import { contiguous } from "../ops/elementwise.ts";
 import { baseOf, canon, makeGraph, mkLeaf, mkNode, rewrite, withInputs, type GNode, type Graph } from "./ir.ts";
@@ -32,8 +32,9 @@ export function foldViews(g: Graph): Graph {
       case "reshape":
       case "expand": {
         if (shapesEqual(x.shape, n.shape)) return x;
-        if (x.op === n.op) return mkNode(n.op, x.inputs, n.attrs, n.shape, n.dtype, n.origins, n.retain);
-        return null;
+        if (x.op !== n.op) return null;
+        const inner = x.inputs[0]!;
+        return shapesEqual(inner.shape, n.shape) ? inner : mkNode(n.op, x.inputs, n.attrs, n.shape, n.dtype, n.origins, n.retain);
       }
       case "permute": {
         const dims = (n.attrs as { dims: readonly number[] }).dims;
@@ -57,13 +58,20 @@ export function foldViews(g: Graph): Graph {
 }
 
 // ---- identities -----------------------------------------------------------------------------
-/** The single value of a constant leaf whose elements are all equal (a broadcast scalar), else null. */
+/** The single value of a constant leaf whose elements are all equal (a broadcast scalar, a folded fill), else null. */
 export function constantValue(n: GNode): number | null {
   if (!n.leaf || !n.constant || numel(n.shape) === 0) return null;
   const d = n.leaf;
-  if (numel(d.shape) !== 1 && d.strides.some((s, i) => s !== 0 && d.shape[i] !== 1)) return null;
   const dec = decoder(d.dtype);
-  return dec ? dec(d.data, d.offset) : d.data[d.offset]!;
+  const first = dec ? dec(d.data, d.offset) : d.data[d.offset]!;
+  if (numel(d.shape) === 1 || d.strides.every((s, i) => s === 0 || d.shape[i] === 1)) return first;
+  if (numel(d.shape) > 4096) return null;
+  let same = true;
+  forEachStrided(d.shape, [d], (_i, idx) => {
+    const v = dec ? dec(d.data, idx[0]!) : d.data[idx[0]!]!;
+    if (!Object.is(v, first)) same = false;
+  });
+  return same ? first : null;
 }
 
 const is = (n: GNode, v: number) => {
@@ -108,10 +116,11 @@ export function eliminateIdentities(g: Graph): Graph {
 // ---- constant folding -------------------------------------------------------------------------
 /**
  * Ops whose inputs are all constant leaves are computed now (with `evaluate`) and become
- * constant leaves. Results larger than `limit` elements are left alone (views are always folded:
- * they cost nothing). Folded values are plan inputs, never baked into a cached plan.
+ * constant leaves. Results larger than `limit` elements are left alone (folding runs on every
+ * realize, the plan does not: a big constant op is better fused into a kernel); views are always
+ * folded (they cost nothing). Folded values are plan inputs, never baked into a cached plan.
  */
-export function foldConstants(g: Graph, evaluate: Evaluate, limit = 1 << 16): Graph {
+export function foldConstants(g: Graph, evaluate: Evaluate, limit = 4096): Graph {
   return rewrite(g, (n, ins) => {
     if (!n.op || ins.length === 0 || !ins.every((x) => x.constant)) return null;
     if (n.op.kind !== "view" && numel(n.shape) > limit) return null;
@@ -121,10 +130,15 @@ export function foldConstants(g: Graph, evaluate: Evaluate, limit = 1 << 16): Gr
 }
 
 // ---- common subexpressions ----------------------------------------------------------------------
+/**
+ * Equal constants are merged only for "structural" values (multiples of 1/8: 0, 1, 0.5, 2, n...).
+ * Merging by arbitrary value would make the graph's structure depend on values that change from
+ * step to step (Adam's 1 - β₁ᵗ equals 1 - β₁ at t = 1), and miss the plan cache.
+ */
 function leafKey(n: GNode): string | null {
   const d = n.leaf!;
   const v = constantValue(n);
-  if (v === null) return null;
+  if (v === null || !Number.isInteger(v * 8)) return null;
   return `c${d.dtype}[${d.shape.join(",")}]${Object.is(v, -0) ? "-0" : String(v)}`;
 }
 
@@ -158,13 +172,16 @@ export function cse(g: Graph): Graph {
         }
       }
     } else {
-      const key = `${n.op.name}${canon(n.attrs)}(${n.inputs.map((x) => rep.get(x)!.id).join(",")})`;
+      let key = n.op.name + canon(n.attrs) + "(";
+      for (const x of n.inputs) key += rep.get(x)!.id + ",";
       r = byKey.get(key);
       if (!r) byKey.set(key, n);
     }
     r = r ?? n;
     rep.set(n, r);
-    merged.set(r, [...(merged.get(r) ?? []), n]);
+    const list = merged.get(r);
+    if (list) list.push(n);
+    else merged.set(r, [n]);
   }
   let changed = false;
   for (const [r, all] of merged) if (all.length > 1 || r.inputs.some((c) => rep.get(c) !== c)) changed = true;
@@ -210,22 +227,21 @@ export interface SimplifyOptions {
   foldLimit?: number;
 }
 
-function sameNodes(a: Graph, b: Graph): boolean {
-  return a.nodes.length === b.nodes.length && a.nodes.every((n, i) => n === b.nodes[i]) &&
-    a.outputs.every((o, i) => o === b.outputs[i]);
-}
-
-/** All simplification passes to a fixed point (at most a few rounds), outputs protected. */
+/**
+ * All simplification passes, repeated while CSE merges something (a merge can enable another
+ * rewrite, e.g. where(c, x, x)); at most a few rounds. Outputs are protected at the end.
+ */
 export function simplify(g: Graph, opts: SimplifyOptions = {}): Graph {
   let cur = g;
   for (let round = 0; round < 4; round++) {
-    let next = foldViews(cur);
-    next = eliminateIdentities(next);
-    if (opts.evaluate) next = foldConstants(next, opts.evaluate, opts.foldLimit);
-    next = cse(next);
-    const done = sameNodes(cur, next);
-    cur = next;
-    if (done) break;
+    if (opts.evaluate) cur = foldConstants(cur, opts.evaluate, opts.foldLimit);
+    cur = foldViews(cur);
+    // identities and merges can expose more (adjacent views, where(c, x, x)): then another round
+    const a = cur;
+    cur = eliminateIdentities(cur);
+    const b = cur;
+    cur = cse(cur);
+    if (cur === b && b === a) break;
   }
   return protectOutputs(g, cur);
 }
