@@ -47,6 +47,11 @@ export interface Backend {
    * a TensorData literal from `t.data` would copy a device buffer to the host.
    */
   view?(t: TensorData, shape: readonly number[], strides: readonly number[], offset: number): TensorData;
+  /**
+   * Backends whose buffers live in device memory (webgpu): where a compiled plan's buffers come
+   * from. Absent: host memory (allocData, one ArrayBuffer workspace per device).
+   */
+  readonly deviceMemory?: DeviceMemory;
 
   // ---- optional: the graph compiler (src/scheduler) -----------------------------------------
   /**
@@ -91,4 +96,14 @@ export interface Submission {
 /** A backend that runs a whole batch as one asynchronous command buffer (the native backend). */
 export interface BatchBackend extends Backend {
   submit(steps: readonly BatchStep[]): Submission;
+}
+
+/** How a compiled plan allocates on a device-memory backend (see Backend.deviceMemory). */
+export interface DeviceMemory {
+  /** Bytes per element of `dtype` in device buffers: the memory planner's unit. */
+  elementBytes(dtype: DType): number;
+  /** A new dense buffer (a plan's outputs and kept values). */
+  alloc(dtype: DType, shape: readonly number[]): TensorData;
+  /** A dense buffer for the workspace region [byteOffset, byteOffset + bytes) (transients). */
+  workspace(byteOffset: number, bytes: number, dtype: DType, shape: readonly number[]): TensorData;
 }

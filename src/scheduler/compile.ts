@@ -54,7 +54,7 @@ export function compile(roots: readonly Node[], backend: Backend, device = "cpu"
   const opts = get_compiler_options();
   const raw = fromLazy(roots, retainAll);
   // constant folding computes with the backend now; only for host-memory backends
-  const evaluate = backend.prepare ? backend.run.bind(backend) : undefined;
+  const evaluate = backend.prepare && !backend.deviceMemory ? backend.run.bind(backend) : undefined;
   const graph = opts.simplify ? simplify(raw, { evaluate }) : raw;
   const key = structuralKey(graph, `${backend.name}:${device}:${optionsKey()}`);
   const cached = opts.cache ? plans.get(key) : undefined;
@@ -133,7 +133,7 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
     }
     if (n.op.kind === "view") continue;
     const own = escapes.has(n) || n.retain;
-    const s = slots.push({ kind: own ? "own" : "ws", dtype: n.dtype, shape: n.shape, bytes: denseBytes(n.shape, n.dtype), offset: 0 }) - 1;
+    const s = slots.push({ kind: own ? "own" : "ws", dtype: n.dtype, shape: n.shape, bytes: backend.deviceMemory ? numel(n.shape) * backend.deviceMemory.elementBytes(n.dtype) : denseBytes(n.shape, n.dtype), offset: 0 }) - 1;
     slotOf.set(n, s);
     const args = n.inputs.map(arg);
     const i = instructions.length;

@@ -51,18 +51,20 @@ describe.each(BACKENDS)("eager == lazy on %s", (backend) => {
 const NEEDS_F64 = new Set(["cast_roundtrip", "permute", "expand", "squeeze_unsqueeze_flatten"]);
 /** float32 on the GPU vs the float64 js reference: |got - want| <= atol + rtol·|want|. */
 const GPU_TOL = { rtol: 1e-4, atol: 1e-4 };
+/** Lazy (fused kernels) vs eager on the GPU: float32 rounding and summation order. */
+const LAZY_TOL = { rtol: 1e-5, atol: 1e-6 };
 
-function worstMismatch(got: number[], want: number[]): string | null {
+function worstMismatch(got: number[], want: number[], tol = GPU_TOL): string | null {
   if (got.length !== want.length) return `length ${got.length} vs ${want.length}`;
   for (let i = 0; i < got.length; i++) {
     const g = got[i]!, w = want[i]!;
-    const ok = Number.isNaN(w) ? Number.isNaN(g) : !Number.isFinite(w) ? g === w : Math.abs(g - w) <= GPU_TOL.atol + GPU_TOL.rtol * Math.abs(w);
+    const ok = Number.isNaN(w) ? Number.isNaN(g) : !Number.isFinite(w) ? g === w : Math.abs(g - w) <= tol.atol + tol.rtol * Math.abs(w);
     if (!ok) return `[${i}] ${g} vs ${w}`;
   }
   return null;
 }
 
-describe.if(WEBGPU)("eager == lazy on webgpu, and close to js float64", () => {
+describe.if(WEBGPU)("eager ≈ lazy on webgpu, and close to js float64", () => {
   for (const c of OP_CASES) {
     if (NEEDS_F64.has(c.name)) continue;
     test(c.name, () => {
@@ -70,9 +72,10 @@ describe.if(WEBGPU)("eager == lazy on webgpu, and close to js float64", () => {
       const ref = run(c, inputs, false);
       const e = run(c, inputs, false, true);
       const l = run(c, inputs, true, true);
-      expect(l.values).toEqual(e.values);
-      expect(l.grads).toEqual(e.grads);
+      // lazy runs fused kernels (other kernels than eager's): equal to float32 rounding, not bitwise
       const errs: string[] = [];
+      e.values.forEach((v, i) => { const m = worstMismatch(l.values[i]!.data, v.data, LAZY_TOL); if (m) errs.push(`lazy out[${i}] ${m}`); });
+      e.grads.forEach((g, i) => { const h = l.grads[i] ?? null; if (g && h) { const m = worstMismatch(h, g, LAZY_TOL); if (m) errs.push(`lazy grad[${i}] ${m}`); } else if (g !== h) errs.push(`lazy grad[${i}] presence`); });
       e.values.forEach((v, i) => {
         const w = ref.values[i]!;
         if (JSON.stringify(v.shape) !== JSON.stringify(w.shape)) errs.push(`out[${i}] shape`);

@@ -127,7 +127,7 @@ describe.if(WEBGPU)("webgpu device", () => {
     const t = loss.eval();
     const s1 = b.stats();
     expect(s1.submits - s0.submits).toBe(1);
-    expect(s1.dispatches - s0.dispatches).toBeGreaterThan(5);
+    expect(s1.dispatches - s0.dispatches).toBeGreaterThan(0); // fused: fewer kernels than ops
     expect(s1.readbacks).toBe(s0.readbacks);
     t.item(); // the readback is one more submit (the copy) and one map
     expect(b.stats().submits - s1.submits).toBe(1);

@@ -12,12 +12,14 @@ import { OPS } from "../../graph/registry.ts";
 import { decoder, type DType } from "../../tensor/dtype.ts";
 import { broadcastStrides, numel } from "../../tensor/shape.ts";
 import { toContiguous, type TensorData } from "../../tensor/storage.ts";
-import type { Backend } from "../backend.ts";
+import type { Backend, DeviceMemory, InputLayout, PreparedKernel } from "../backend.ts";
 import { contiguous, type Ctx, type View } from "./context.ts";
 import { gpuType, toGpuArray } from "./dtype.ts";
 import { EW_WGSL, launchElementwise, type Operand } from "./elementwise.ts";
 import type { GpuContext } from "./gpu.ts";
+import { FUSED_KERNELS } from "./fused.ts";
 import { KERNELS, checkRank } from "./kernels.ts";
+import type { PBuf } from "./memory.ts";
 import { CommandQueue } from "./queue.ts";
 import { launchReduce, REDUCE_WGSL } from "./reduce.ts";
 import { GpuData, GpuStorage, isGpu } from "./storage.ts";
@@ -81,14 +83,20 @@ export class WebGpuBackend implements Backend, Ctx {
     this.temps = [];
   }
 
-  /** An elementwise operand broadcast to `shape`: 1-element CPU data becomes an immediate. */
-  private operand(t: TensorData, shape: readonly number[], op: string): Operand {
+  /** An operand: 1-element host data becomes an immediate (no upload), else a buffer view. */
+  operand(t: TensorData, op: string): Operand {
     if (!isGpu(t) && numel(t.shape) === 1) {
       const dec = decoder(t.dtype);
       const value = dec ? dec(t.data, t.offset) : t.data[t.offset]!;
       return { kind: "imm", t: t.dtype === "float64" ? "f32" : gpuType(t.dtype, op), dtype: t.dtype, value };
     }
-    const v = this.gpuView(t, op);
+    return { kind: "buf", view: this.gpuView(t, op) };
+  }
+  /** An elementwise operand broadcast to `shape`. */
+  private broadcastOperand(t: TensorData, shape: readonly number[], op: string): Operand {
+    const o = this.operand(t, op);
+    if (o.kind === "imm") return o;
+    const v = o.view;
     return { kind: "buf", view: { ...v, shape, strides: broadcastStrides(v.shape, v.strides, shape) } };
   }
 
@@ -97,30 +105,78 @@ export class WebGpuBackend implements Backend, Ctx {
     if (op.kind === "view") return this.runView(op, inputs[0]!, attrs);
     checkRank(op.name, shape);
     const out = this.alloc(dtype, shape, op.name);
-    if (numel(shape) === 0) return out;
+    this.runInto(op, inputs, attrs, out);
+    return out;
+  }
+
+  /** Record `op` writing the dense GPU tensor `out` (a fresh buffer or a plan's workspace). */
+  private runInto(op: OpDef, inputs: readonly TensorData[], attrs: any, out: GpuData): void {
+    if (numel(out.shape) === 0) return;
     try {
       const o = this.outView(out);
       switch (op.kind) {
         case "elementwise": {
-          const operands = inputs.map((t) => this.operand(t, shape, op.name));
-          launchElementwise(this, op.name as keyof typeof EW_WGSL, operands, shape, { view: o, dense: true });
+          const operands = inputs.map((t) => this.broadcastOperand(t, out.shape, op.name));
+          launchElementwise(this, op.name as keyof typeof EW_WGSL, operands, out.shape, { view: o, dense: true });
           break;
         }
         case "reduce":
           launchReduce(this, op.name as keyof typeof REDUCE_WGSL, this.gpuView(inputs[0]!, op.name), attrs.dim, o);
           break;
         case "kernel": {
+          const fused = FUSED_KERNELS[op.name as keyof typeof FUSED_KERNELS];
+          if (fused) {
+            fused(this, inputs, attrs, o);
+            break;
+          }
           const launch = KERNELS[op.name as keyof typeof KERNELS];
           if (!launch) throw new Error(`[${op.name}] has no webgpu kernel`);
           launch(this, inputs.map((t) => this.gpuView(t, op.name)), attrs, o);
           break;
         }
+        case "view": throw new Error(`[${op.name}] views have no kernel`);
       }
     } finally {
       this.endOp();
     }
-    return out;
+    out.storage.invalidate(); // workspace regions are rewritten by every plan run
   }
+
+  // ---- graph compiler -------------------------------------------------------------------------
+  /** Every fused op of the registry has a WGSL kernel (fused.ts). */
+  readonly fusedOps: readonly string[] = Object.keys(FUSED_KERNELS);
+
+  /** A kernel for a compiled plan: records the op into the plan's (GPU) output buffer. */
+  prepare(op: OpDef, _inputs: readonly InputLayout[], attrs: unknown, _shape: readonly number[], _dtype: DType): PreparedKernel {
+    return (inputs, out) => this.runInto(op, inputs, attrs, out as GpuData);
+  }
+
+  /**
+   * Plans allocate here: outputs are fresh pooled buffers; each workspace region (byte offset,
+   * size) maps to one persistent pooled buffer shared by every plan (a WebGPU dispatch cannot
+   * bind one buffer as both input and output, so the workspace is not one big buffer; regions
+   * that the planner reuses across lifetimes reuse the buffer).
+   */
+  readonly deviceMemory: DeviceMemory = {
+    elementBytes: () => 4,
+    alloc: (dtype, shape) => this.alloc(dtype, shape, "plan"),
+    workspace: (byteOffset, bytes, dtype, shape) => {
+      const key = `${byteOffset}:${bytes}`;
+      let buf = this.regions.get(key);
+      if (!buf) {
+        buf = this.q.pool.acquire(Math.max(bytes, 4));
+        this.regions.set(key, buf);
+      }
+      let st = this.regionStorage.get(`${key}:${dtype}`);
+      if (!st) {
+        st = new GpuStorage(buf, dtype, numel(shape), this.q, false);
+        this.regionStorage.set(`${key}:${dtype}`, st);
+      }
+      return new GpuData(st, [...shape], contiguous(shape), 0);
+    },
+  };
+  private readonly regions = new Map<string, PBuf>();
+  private readonly regionStorage = new Map<string, GpuStorage>();
 
   private runView(op: Extract<OpDef, { kind: "view" }>, x: TensorData, attrs: unknown): TensorData {
     if (!isGpu(x)) {
@@ -151,7 +207,7 @@ export class WebGpuBackend implements Backend, Ctx {
       if (isGpu(src) && src.storage === dst.storage) {
         s = this.run(OPS_CONTIGUOUS, [src], {}, src.shape, src.dtype); // read fully before writing: they may overlap
       }
-      launchElementwise(this, "contiguous", [this.operand(s, dst.shape, "copy_")], dst.shape, { view: this.outView(dst), dense: false });
+      launchElementwise(this, "contiguous", [this.broadcastOperand(s, dst.shape, "copy_")], dst.shape, { view: this.outView(dst), dense: false });
     } finally {
       this.endOp();
     }

@@ -27,6 +27,8 @@ export interface Ctx {
   readonly q: CommandQueue;
   /** The operand on the GPU (CPU data is uploaded into a temporary). */
   gpuView(t: TensorData, op: string): View;
+  /** An operand for fused kernels: 1-element host data as an immediate, else a buffer view. */
+  operand(t: TensorData, op: string): import("./elementwise.ts").Operand;
   /** Give back an operand's temporary upload, if it made one (call after its last dispatch). */
   release(v: View): void;
   /** A new contiguous GPU tensor. */

@@ -170,7 +170,7 @@ export function computeType(out: DType, operands: readonly { dtype: DType }[]): 
  * then immediate values.
  */
 export function elementwiseKernel(
-  op: keyof typeof EW_WGSL, ct: Wgsl, outDtype: DType, outT: Wgsl, operands: readonly { kind: "buf" | "imm"; t: Wgsl }[], nd: number, outStrided: boolean,
+  op: keyof typeof EW_WGSL, ct: Wgsl, outDtype: DType, outT: Wgsl, operands: readonly { kind: "buf" | "imm" | "alias"; t: Wgsl }[], nd: number, outStrided: boolean,
 ): Kernel {
   const table = EW_WGSL[op] as EwWgsl;
   const useT: Wgsl = ct === "i32" && !table.i ? "f32" : ct;
@@ -181,20 +181,29 @@ export function elementwiseKernel(
   if (outStrided) w += 1 + nd;
   const bufs: { k: number; off: number; t: Wgsl }[] = [];
   const vals: string[] = [];
+  const aliased: { k: number; off: number }[] = [];
+  operands.forEach(() => vals.push(""));
   operands.forEach((o, k) => {
-    if (o.kind === "buf") {
-      bufs.push({ k, off: w, t: o.t });
-      vals.push(convertExpr(o.t, useT, `in${k}[o${k}]`));
-      w += 1 + nd;
-    } else vals.push("");
+    if (o.kind !== "buf") return;
+    bufs.push({ k, off: w, t: o.t });
+    vals[k] = convertExpr(o.t, useT, `in${k}[o${k}]`);
+    w += 1 + nd;
+  });
+  operands.forEach((o, k) => {
+    if (o.kind !== "alias") return;
+    // in place: the operand is the output buffer (one binding may not be both read and written)
+    aliased.push({ k, off: w });
+    vals[k] = convertExpr(o.t, useT, outT === o.t ? `out[o${k}]` : `bitcast<${o.t}>(out[o${k}])`);
+    w += 1 + nd;
   });
   operands.forEach((o, k) => {
     if (o.kind === "imm") vals[k] = convertExpr(o.t, useT, o.t === "f32" ? `pf(${w++}u)` : `pi(${w++}u)`);
   });
   const decl = [`@group(0) @binding(1) var<storage, read_write> out: array<${outT}>;`];
   bufs.forEach((b, j) => decl.push(`@group(0) @binding(${j + 2}) var<storage, read> in${b.k}: array<${b.t}>;`));
-  const idx = [...bufs.map((b) => `o${b.k}`), ...(outStrided ? ["oo"] : [])];
-  const offs = [...bufs.map((b) => b.off), ...(outStrided ? [outOff] : [])];
+  const reads = [...bufs, ...aliased];
+  const idx = [...reads.map((b) => `o${b.k}`), ...(outStrided ? ["oo"] : [])];
+  const offs = [...reads.map((b) => b.off), ...(outStrided ? [outOff] : [])];
   idx.forEach((v, j) => lines.push(`var ${v} = p(${offs[j]}u);`));
   if (nd > 0 && idx.length > 0) {
     lines.push("var r = i;");
@@ -231,15 +240,19 @@ export function launchElementwise(ctx: Ctx, op: keyof typeof EW_WGSL, operands: 
   if (n === 0) return;
   if (n > 2 ** 31) throw new LoomValueError(`[${op}] ${n} elements exceed the webgpu kernels' 32-bit indexing`);
   const bufOps = operands.filter((o): o is Extract<Operand, { kind: "buf" }> => o.kind === "buf");
-  const lists = bufOps.map((o) => o.view.strides);
+  const isAlias = (o: Operand) => o.kind === "buf" && o.view.buf === target.view.buf;
+  // parameter order: output view, bound buffers, aliased buffers (as elementwiseKernel reads them)
+  const ordered = [...bufOps.filter((o) => !isAlias(o)), ...bufOps.filter(isAlias)];
+  const lists = ordered.map((o) => o.view.strides);
   if (!target.dense) lists.push(target.view.strides);
   const col = collapse(shape, lists.length ? lists : [contiguous(shape)]);
   const nd = padRank(col.shape, col.strides);
   const params: number[] = [n, ...col.shape];
-  if (!target.dense) params.push(target.view.offset, ...col.strides[bufOps.length]!);
-  bufOps.forEach((o, j) => params.push(o.view.offset, ...col.strides[j]!));
+  if (!target.dense) params.push(target.view.offset, ...col.strides[ordered.length]!);
+  ordered.forEach((o, j) => params.push(o.view.offset, ...col.strides[j]!));
   const ct = computeType(target.view.dtype, operands.map((o) => (o.kind === "buf" ? o.view : o)));
   for (const o of operands) if (o.kind === "imm") params.push(scalarBits(o.t, o.value, op));
-  const k = elementwiseKernel(op, ct, target.view.dtype, target.view.t, operands.map((o) => ({ kind: o.kind, t: o.kind === "buf" ? o.view.t : o.t })), nd, !target.dense);
-  ctx.q.dispatch(k, params, [target.view.buf, ...bufOps.map((o) => o.view.buf)], groupsFor(n));
+  const kinds = operands.map((o) => ({ kind: o.kind === "imm" ? "imm" as const : isAlias(o) ? "alias" as const : "buf" as const, t: o.kind === "buf" ? o.view.t : o.t }));
+  const k = elementwiseKernel(op, ct, target.view.dtype, target.view.t, kinds, nd, !target.dense);
+  ctx.q.dispatch(k, params, [target.view.buf, ...ordered.filter((o) => !isAlias(o)).map((o) => o.view.buf)], groupsFor(n));
 }

@@ -99,7 +99,14 @@ function tryOpen(mod: BunWebGpu): { ctx: GpuContext | null; reason: string } {
       };
     }
     const info = adapter.info;
-    const device = waitSync(adapter.requestDevice(), pump);
+    // The adapter's limits (more storage buffers per stage for fused kernels, larger bindings).
+    // All of them are passed: bun-webgpu validates every field against the adapter once any is set.
+    const requiredLimits: Record<string, number> = {};
+    for (const k in adapter.limits) {
+      const v = (adapter.limits as unknown as Record<string, unknown>)[k];
+      if (typeof v === "number" && k !== "nextInChain") requiredLimits[k] = v;
+    }
+    const device = waitSync(adapter.requestDevice({ requiredLimits } as GPUDeviceDescriptor), pump);
     const errors: string[] = [];
     device.onuncapturederror = (ev: GPUUncapturedErrorEvent) => { errors.push(ev.error.message); };
     const description = describe(info);

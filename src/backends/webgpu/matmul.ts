@@ -5,10 +5,13 @@
  * dims need no copy). An optional epilogue computes `alpha·acc + C0 + bias` in the same pass,
  * which LoRA linear and linear+bias use.
  */
+import type { DType } from "../../tensor/dtype.ts";
 import { LoomValueError } from "../../tensor/errors.ts";
+import type { PBuf } from "./memory.ts";
+import { unravelInto } from "./program.ts";
 import { convertExpr, scalarBits, storeExpr, WGSL_COMMON } from "./dtype.ts";
 import { collapse, padRank, type Ctx, type View } from "./context.ts";
-import { computeType } from "./elementwise.ts";
+import { computeType, helpersFor } from "./elementwise.ts";
 import { unravel } from "./reduce.ts";
 import { PARAMS_WGSL, type Kernel } from "./queue.ts";
 
@@ -24,13 +27,27 @@ export interface Gemm {
   batch: readonly number[]; aBatch: readonly number[]; bBatch: readonly number[];
   /** Epilogue: out = alpha·acc + c (dense like out) + bias[n] (a 1-D view). */
   alpha?: number; c?: View; bias?: View;
+  /** Or a program epilogue (fused_matmul), built once the binding/param layout is known. */
+  epi?: (firstBinding: number, firstWord: number) => Epilogue;
+}
+
+/** A fused epilogue: `fn epi(c, acc)` over the output's index space, with its own inputs. */
+export interface Epilogue {
+  decls: string[];
+  fn: string;
+  /** The output shape the program's index space is (row-major over out's flat index). */
+  shape: readonly number[];
+  /** dtype the product is rounded to before the epilogue reads it. */
+  accDtype: DType;
+  bufs: PBuf[];
+  params: number[];
 }
 
 /**
  * Params: M, N, K, am, ak, bk, bn, aoff, boff, alpha, coff, biasoff, biasstride,
  * batch shape[nb], A batch strides[nb], B batch strides[nb].
  */
-function gemmKernel(g: Gemm, nb: number): Kernel {
+function gemmKernel(g: Gemm, nb: number, ep?: Epilogue): Kernel {
   const ct = computeType(g.out.dtype, [g.a, g.b]);
   const zero = ct === "f32" ? "0.0" : "0";
   const vec = `vec4<${ct}>`;
@@ -51,8 +68,15 @@ function gemmKernel(g: Gemm, nb: number): Kernel {
   if (g.alpha !== undefined) v = `${v} * ${ct === "f32" ? "pf(9u)" : "pi(9u)"}`;
   if (g.c) v = `${v} + ${convertExpr(g.c.t, ct, "C0[p(10u) + o]")}`;
   if (g.bias) v = `${v} + ${convertExpr(g.bias.t, ct, "bias[p(11u) + gn * p(12u)]")}`;
+  let store = `out[o] = ${storeExpr(g.out.dtype, ct, v)};`;
+  if (ep) {
+    decl.push(...ep.decls);
+    access.push(...ep.bufs.map(() => "r" as const));
+    store = `${unravelInto("ce", "o", ep.shape)}\n      out[o] = epi(ce, ${storeExpr(ep.accDtype, ct, "acc[i][j]")});`;
+  }
   const source = `${PARAMS_WGSL}${WGSL_COMMON}
 ${decl.join("\n")}
+${ep ? `${helpersFor(ep.fn)}\n${ep.fn}` : ""}
 var<workgroup> As: array<${ct}, ${TILE * BK}>;
 var<workgroup> Bs: array<${ct}, ${TILE * BK}>;
 @compute @workgroup_size(16, 16)
@@ -100,7 +124,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
       let gn = col0 + lid.x * 4u + j;
       if (gn >= N) { break; }
       let o = obase + gm * N + gn;
-      out[o] = ${storeExpr(g.out.dtype, ct, v)};
+      ${store}
     }
   }
 }`;
@@ -111,12 +135,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
  * One thread per output element, looping over K: for small products, where tiling gains nothing
  * and the tiled kernel's compile time (seconds on lavapipe) would dominate.
  */
-function naiveKernel(g: Gemm, nb: number): Kernel {
-  const t = gemmKernel(g, nb);
+function naiveKernel(g: Gemm, nb: number, ep?: Epilogue): Kernel {
+  const t = gemmKernel(g, nb, ep);
   const ct = computeType(g.out.dtype, [g.a, g.b]);
   const head = t.source.slice(0, t.source.indexOf("var<workgroup>"));
-  const epi = t.source.slice(t.source.indexOf("out[o] = "), t.source.indexOf(";", t.source.indexOf("out[o] = ")) + 1)
-    .replaceAll("acc[i][j]", "acc");
+  const from = t.source.indexOf(ep ? "var ce:" : "out[o] = ");
+  const epi = t.source.slice(from, t.source.indexOf(";", t.source.indexOf("out[o] = ")) + 1).replaceAll("acc[i][j]", "acc");
   const source = `${head}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: vec3u, @builtin(workgroup_id) wid: vec3u) {
@@ -154,15 +178,20 @@ export function launchGemm(ctx: Ctx, g: Gemm): void {
     ...bcol.shape, ...bcol.strides[0]!, ...bcol.strides[1]!,
   ];
   const bufs = [g.out.buf, g.a.buf, g.b.buf, ...(g.c ? [g.c.buf] : []), ...(g.bias ? [g.bias.buf] : [])];
-  if (tiled) ctx.q.dispatch(gemmKernel(g, nb), params, bufs, [Math.ceil(g.N / TILE), Math.ceil(g.M / TILE), nbatch]);
+  const ep = g.epi?.(4, params.length);
+  if (ep) {
+    params.push(...ep.params);
+    bufs.push(...ep.bufs);
+  }
+  if (tiled) ctx.q.dispatch(gemmKernel(g, nb, ep), params, bufs, [Math.ceil(g.N / TILE), Math.ceil(g.M / TILE), nbatch]);
   else {
     const groups = Math.ceil((g.M * g.N) / 64);
-    ctx.q.dispatch(naiveKernel(g, nb), params, bufs, [Math.min(groups, 65535), Math.ceil(groups / 65535), nbatch]);
+    ctx.q.dispatch(naiveKernel(g, nb, ep), params, bufs, [Math.min(groups, 65535), Math.ceil(groups / 65535), nbatch]);
   }
 }
 
 /** matmul of the registry: a [..., M, K] @ b [..., K, N] with broadcast batch dims. */
-export function launchMatmul(ctx: Ctx, a: View, b: View, out: View): void {
+export function launchMatmul(ctx: Ctx, a: View, b: View, out: View, epi?: Gemm["epi"]): void {
   const M = out.shape[out.shape.length - 2]!, N = out.shape[out.shape.length - 1]!;
   const K = a.shape[a.shape.length - 1]!;
   const batch = out.shape.slice(0, -2);
@@ -171,14 +200,10 @@ export function launchMatmul(ctx: Ctx, a: View, b: View, out: View): void {
     const off = batch.length - vb.length;
     return batch.map((s, i) => (i < off || vb[i - off] === 1 ? 0 : sb[i - off]!));
   };
-  if (K === 0) {
-    ctx.q.clear(out.buf, M * N * batch.reduce((p, s) => p * s, 1) * 4);
-    return;
-  }
   launchGemm(ctx, {
     a, b, out, M, N, K,
     am: a.strides[a.strides.length - 2]!, ak: a.strides[a.strides.length - 1]!,
     bk: b.strides[b.strides.length - 2]!, bn: b.strides[b.strides.length - 1]!,
-    batch, aBatch: bstr(a), bBatch: bstr(b),
+    batch, aBatch: bstr(a), bBatch: bstr(b), epi,
   });
 }

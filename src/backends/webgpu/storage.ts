@@ -14,8 +14,9 @@ import type { CommandQueue } from "./queue.ts";
 export class GpuStorage {
   private host: TypedArray | null = null;
 
-  constructor(readonly buf: PBuf, readonly dtype: DType, readonly length: number, private readonly q: CommandQueue) {
-    q.pool.own(this, buf);
+  /** `owned`: the buffer returns to the pool when this storage is collected (not workspace regions). */
+  constructor(readonly buf: PBuf, readonly dtype: DType, readonly length: number, private readonly q: CommandQueue, owned = true) {
+    if (owned) q.pool.own(this, buf);
   }
 
   /** The values in Loom's CPU layout (synchronous readback, cached). */
