@@ -2,7 +2,7 @@
  * Loom: a PyTorch-like tensor framework for Bun. `import * as loom from "loom"`.
  */
 export { Tensor } from "./lazy/tensor.ts";
-export { LazyTensor, realizeAll } from "./lazy/lazy_tensor.ts";
+export { LazyTensor, realizeAll, compile_plan, explain } from "./lazy/lazy_tensor.ts";
 export { TensorOps, type Scalar, type NestedList } from "./lazy/surface.ts";
 export * from "./lazy/creation.ts";
 export * from "./lazy/functional.ts";
@@ -14,6 +14,12 @@ export { manual_seed, Generator, default_generator } from "./tensor/rng.ts";
 export { promoteTypes as promote_types, type DType } from "./tensor/dtype.ts";
 export * from "./tensor/errors.ts";
 export { realizeStats } from "./scheduler/realize.ts";
+export { clear_plan_cache, planCacheStats } from "./scheduler/compile.ts";
+export { CompiledPlan } from "./scheduler/plan.ts";
+export {
+  LoomOutOfMemoryError, get_compiler_options, get_memory_limit, set_compiler_options, set_memory_limit,
+  with_compiler_options, type CompilerOptions,
+} from "./scheduler/options.ts";
 export { OPS, type OpName } from "./graph/registry.ts";
 export { jsBackend } from "./backends/js/backend.ts";
 export { init_webgpu, webgpuStatus as webgpu_status } from "./backends/webgpu/index.ts";
