@@ -136,10 +136,16 @@ function matchAttention(c: Ctx, out: GNode): Match | null {
   // the scores q @ kᵀ: x itself, or the prologue's one matmul leaf, used only inside
   const scores = op(sm.x, "matmul") ? sm.x : [...members].flatMap((m) => m.inputs).find((i) => op(i, "matmul") && shapesEqual(i.shape, p.shape));
   if (!scores || scores.dtype !== p.dtype || !onlyUsedBy(c, scores, [...inside, ...members])) return null;
-  // the prologue reads the scores element for element: no views or broadcasts among its members
-  for (const m of members) {
+  // the scores are read element for element: members on the path from the scores to the softmax
+  // input have the full shape and no views between them (masks and scales may broadcast freely)
+  const onPath = new Set<GNode>();
+  for (const m of [...members].sort((a, b) => c.order.get(a)! - c.order.get(b)!)) {
+    if (m.inputs.some((i) => i === scores || onPath.has(i))) onPath.add(m);
+  }
+  for (const m of onPath) {
     if (!shapesEqual(m.shape, p.shape) || c.users.get(m)!.some((u) => u.op?.kind === "view")) return null;
   }
+  if (c.users.get(scores)!.some((u) => u.op?.kind === "view")) return null;
   if (!shapesEqual(out.shape.slice(0, -2), p.shape.slice(0, -2))) return null;
   const bases: GNode[] = [scores.inputs[0]!, scores.inputs[1]!, v];
   const prologue = prologueProgram(c, sm.x, members, scores, bases);
