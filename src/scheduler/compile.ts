@@ -9,6 +9,7 @@
  * once. Leaf values (weights, folded constants, scalars like a learning rate) are plan inputs.
  */
 import type { Backend } from "../backends/backend.ts";
+import { jsBackend } from "../backends/js/backend.ts";
 import type { Node } from "../graph/node.ts";
 import { fuse, type FusionCaps } from "../graph/passes/fuse.ts";
 import { fromLazy, leavesOf, structuralKey, type GNode, type Graph } from "../graph/passes/ir.ts";
@@ -53,8 +54,9 @@ function capsOf(backend: Backend): FusionCaps {
 export function compile(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false): Compiled {
   const opts = get_compiler_options();
   const raw = fromLazy(roots, retainAll);
-  // constant folding computes with the backend now; only for host-memory backends
-  const evaluate = backend.prepare && !backend.deviceMemory ? backend.run.bind(backend) : undefined;
+  // constant folding computes with the backend now; constants are host data, so device-memory
+  // backends (webgpu) fold them on the host with the js reference backend
+  const evaluate = !backend.prepare ? undefined : backend.deviceMemory ? jsBackend.run.bind(jsBackend) : backend.run.bind(backend);
   const graph = opts.simplify ? simplify(raw, { evaluate }) : raw;
   const key = structuralKey(graph, `${backend.name}:${device}:${optionsKey()}`);
   const cached = opts.cache ? plans.get(key) : undefined;

@@ -267,6 +267,8 @@ export class WebGpuBackend implements Backend, Ctx {
 
   /** Counters: submits, dispatches, pipelines, readbacks, uploads; pool memory. */
   stats() {
-    return { ...this.q.stats, memory: { ...this.q.pool.stats } };
+    let wsBytes = 0;
+    for (const b of this.regions.values()) wsBytes += b.size;
+    return { ...this.q.stats, memory: { ...this.q.pool.stats, workspaceBuffers: this.regions.size, workspaceBytes: wsBytes } };
   }
 }
