@@ -172,6 +172,17 @@ export function computeType(out: DType, operands: readonly { dtype: DType }[]): 
 export function elementwiseKernel(
   op: keyof typeof EW_WGSL, ct: Wgsl, outDtype: DType, outT: Wgsl, operands: readonly { kind: "buf" | "imm" | "alias"; t: Wgsl }[], nd: number, outStrided: boolean,
 ): Kernel {
+  // generating the source costs more than the dispatch: memoize by what determines it
+  const key = `${op}|${ct}|${outDtype}|${outT}|${operands.map((o) => o.kind + o.t).join(",")}|${nd}|${+outStrided}`;
+  let k = KERNEL_MEMO.get(key);
+  if (!k) KERNEL_MEMO.set(key, (k = buildElementwise(op, ct, outDtype, outT, operands, nd, outStrided)));
+  return k;
+}
+const KERNEL_MEMO = new Map<string, Kernel>();
+
+function buildElementwise(
+  op: keyof typeof EW_WGSL, ct: Wgsl, outDtype: DType, outT: Wgsl, operands: readonly { kind: "buf" | "imm" | "alias"; t: Wgsl }[], nd: number, outStrided: boolean,
+): Kernel {
   const table = EW_WGSL[op] as EwWgsl;
   const useT: Wgsl = ct === "i32" && !table.i ? "f32" : ct;
   const expr = useT === "f32" ? table.f : table.i!;

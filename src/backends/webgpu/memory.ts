@@ -56,6 +56,12 @@ export class BufferPool {
   private readonly registry = new FinalizationRegistry<Owner>((o) => this.giveBack(o));
   private owners: { ref: WeakRef<object>; owner: Owner }[] = [];
   private sinceSweep = 0;
+  private createdSinceSweep = 0;
+  /**
+   * Buffers created since the last sweep that trigger the next one: each GPUBuffer costs a native
+   * callback in bun-webgpu, so many small tensors must be recycled even when their bytes are few.
+   */
+  sweepCount = 1024;
   /** At least this many bytes handed out since the last sweep trigger the next one. */
   sweepFloor = 64 * 2 ** 20;
   /** Bytes handed out since the last sweep that trigger the next one (max of floor and live). */
@@ -82,6 +88,10 @@ export class BufferPool {
         this.stats.liveBytes += size;
         return b;
       }
+    }
+    if (++this.createdSinceSweep > this.sweepCount && this.owners.length > 0) {
+      this.sweep();
+      return this.acquire(bytes, avoidBatch);
     }
     const gpu = this.device.createBuffer({ size, usage: this.usage });
     this.stats.created++;
@@ -118,6 +128,7 @@ export class BufferPool {
    */
   sweep(): void {
     this.sinceSweep = 0;
+    this.createdSinceSweep = 0;
     this.stats.sweeps++;
     if (typeof Bun !== "undefined") Bun.gc(true);
     const keep: typeof this.owners = [];

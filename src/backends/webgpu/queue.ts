@@ -69,6 +69,8 @@ export class CommandQueue {
   private flushScheduled = false;
   /** Buffers kept alive until the batch is submitted (temporaries released at submit). */
   private deferred: PBuf[] = [];
+  /** Bind groups of the open batch: released once submitted (bun-webgpu never frees them). */
+  private bindGroups: GPUBindGroup[] = [];
   /** 4 words: op code (1-based index into ERR_OPS), index value, dim, size. */
   readonly errBuf: GPUBuffer;
   maxDispatches = 2048;
@@ -157,6 +159,7 @@ export class CommandQueue {
       entries.push({ binding: i + 1, resource: { buffer: b ? b.gpu : this.errBuf } });
     });
     const bind = this.device.createBindGroup({ layout, entries });
+    this.bindGroups.push(bind);
     const pass = this.computePass();
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bind);
@@ -208,6 +211,9 @@ export class CommandQueue {
     this.batch++;
     for (const b of this.deferred) this.pool.release(b);
     this.deferred = [];
+    // the submitted command buffer holds its own references (Dawn refcounts)
+    for (const g of this.bindGroups) (g as unknown as { destroy(): void }).destroy();
+    this.bindGroups = [];
   }
 
   // ---- readback ---------------------------------------------------------------------------------
