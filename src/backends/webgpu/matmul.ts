@@ -162,6 +162,52 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   return { source, access: t.access };
 }
 
+/**
+ * Register-blocked GEMM without workgroup memory, for CPU implementations of WebGPU (lavapipe):
+ * each thread computes 8 rows × 4 columns, reading B as vec4 rows. On llvmpipe, which runs
+ * invocations as SIMD lanes on the CPU, this is ~3× the tiled kernel (barriers and workgroup
+ * memory are emulated). Needs f32 operands, B dense along N with N, B's offset and row stride
+ * multiples of 4.
+ */
+function regKernel(g: Gemm, nb: number, ep?: Epilogue): Kernel {
+  const t = gemmKernel(g, nb, ep);
+  const head = t.source.slice(0, t.source.indexOf("var<workgroup>")).replace(
+    "var<storage, read> B: array<f32>;", "var<storage, read> B: array<vec4<f32>>;");
+  const from = t.source.indexOf(ep ? "var ce:" : "out[o] = ");
+  const store = t.source.slice(from, t.source.indexOf(";", t.source.indexOf("out[o] = ")) + 1);
+  const source = `${head}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: vec3u, @builtin(workgroup_id) wid: vec3u) {
+  let M = p(0u); let N = p(1u); let K = p(2u);
+  let nb4 = N / 4u;
+  let i = gid.x + gid.y * nw.x * 64u;
+  let n4 = i % nb4;
+  let m0 = (i / nb4) * 8u;
+  if (m0 >= M) { return; }
+  var aoff = p(7u); var boff = p(8u);
+  let bz = wid.z;
+  ${unravel("bz", nb, (d) => 13 + d, [{ v: "aoff", stride: (d) => 13 + nb + d }, { v: "boff", stride: (d) => 13 + 2 * nb + d }])}
+  var acc: array<vec4<f32>, 8>;
+  let b0 = boff / 4u + n4; let bk4 = p(5u) / 4u; let am = p(3u); let ak = p(4u);
+  ${Array.from({ length: 8 }, (_, r) => `let a${r} = aoff + min(m0 + ${r}u, M - 1u) * am;`).join("\n  ")}
+  for (var k = 0u; k < K; k++) {
+    let bv = B[b0 + k * bk4];
+    let kk = k * ak;
+    ${Array.from({ length: 8 }, (_, r) => `acc[${r}] += A[a${r} + kk] * bv;`).join("\n    ")}
+  }
+  for (var i = 0u; i < 8u; i++) {
+    let gm = m0 + i;
+    if (gm >= M) { break; }
+    for (var j = 0u; j < 4u; j++) {
+      let gn = n4 * 4u + j;
+      let o = bz * M * N + gm * N + gn;
+      ${store}
+    }
+  }
+}`;
+  return { source, access: t.access };
+}
+
 /** Record one (batched) matmul. */
 export function launchGemm(ctx: Ctx, g: Gemm): void {
   const bcol = collapse(g.batch, [g.aBatch, g.bBatch]);
@@ -183,7 +229,12 @@ export function launchGemm(ctx: Ctx, g: Gemm): void {
     params.push(...ep.params);
     bufs.push(...ep.bufs);
   }
-  if (tiled) ctx.q.dispatch(gemmKernel(g, nb, ep), params, bufs, [Math.ceil(g.N / TILE), Math.ceil(g.M / TILE), nbatch]);
+  const reg = ctx.q.ctx.software && g.M * g.N * g.K >= 1 << 15 && g.a.t === "f32" && g.b.t === "f32" && ct === "f32" &&
+    g.bn === 1 && g.N % 4 === 0 && g.bk % 4 === 0 && g.b.offset % 4 === 0 && g.bBatch.every((s) => s % 4 === 0);
+  if (reg) {
+    const groups = Math.ceil((Math.ceil(g.M / 8) * (g.N / 4)) / 64);
+    ctx.q.dispatch(regKernel(g, nb, ep), params, bufs, [Math.min(groups, 65535), Math.ceil(groups / 65535), nbatch]);
+  } else if (tiled) ctx.q.dispatch(gemmKernel(g, nb, ep), params, bufs, [Math.ceil(g.N / TILE), Math.ceil(g.M / TILE), nbatch]);
   else {
     const groups = Math.ceil((g.M * g.N) / 64);
     ctx.q.dispatch(naiveKernel(g, nb, ep), params, bufs, [Math.min(groups, 65535), Math.ceil(groups / 65535), nbatch]);
