@@ -52,6 +52,11 @@ export interface Backend {
    * from. Absent: host memory (allocData, one ArrayBuffer workspace per device).
    */
   readonly deviceMemory?: DeviceMemory;
+  /**
+   * One fused AdamW update of a parameter in place (p, m, v written; PyTorch's update order).
+   * Returns false when it cannot take these tensors (the optimizer then runs the ops).
+   */
+  adamw?(step: AdamWStep): boolean;
 
   // ---- optional: the graph compiler (src/scheduler) -----------------------------------------
   /**
@@ -106,4 +111,16 @@ export interface DeviceMemory {
   alloc(dtype: DType, shape: readonly number[]): TensorData;
   /** A dense buffer for the workspace region [byteOffset, byteOffset + bytes) (transients). */
   workspace(byteOffset: number, bytes: number, dtype: DType, shape: readonly number[]): TensorData;
+}
+
+/** The tensors and hyperparameters of one AdamW update (see Backend.adamw). */
+export interface AdamWStep {
+  /** Parameter, gradient, first and second moments (same shape). */
+  p: TensorData; g: TensorData; m: TensorData; v: TensorData;
+  /** Learning rate per step, decay rates, eps (absolute), decoupled weight decay rate. */
+  lr: number; beta1: number; beta2: number; eps: number; weight_decay: number;
+  /** 1-based step count, for the bias corrections. */
+  step: number;
+  /** Negate the gradient (maximize the objective). */
+  maximize?: boolean;
 }

@@ -3,6 +3,7 @@
  * in PyTorch's exact operation order so results match to float32 rounding).
  */
 import { zeros_like } from "../lazy/creation.ts";
+import { backendFor } from "../lazy/device.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { Optimizer, type ParamGroup, type ParamsInput } from "./optimizer.ts";
@@ -84,6 +85,9 @@ export class Adam extends Optimizer<AdamHyperparams> {
       const exp_avg_sq = state.exp_avg_sq as Tensor;
       const step = (state.step as number) + 1;
       state.step = step;
+      // devices with a fused AdamW kernel (webgpu) do the whole update in one pass
+      const fused = decoupled && !amsgrad ? backendFor(p.device).adamw : undefined;
+      if (fused?.call(backendFor(p.device), { p: p._d, g: g._d, m: exp_avg._d, v: exp_avg_sq._d, lr, beta1, beta2, eps, weight_decay, step, maximize })) continue;
       if (decoupled) p.mul_(1 - lr * weight_decay);
       else if (weight_decay !== 0) grad = grad.add(p, { alpha: weight_decay });
       exp_avg.mul_(beta1).add_(grad, { alpha: 1 - beta1 });

@@ -23,7 +23,7 @@ import type { PBuf } from "./memory.ts";
 import { CommandQueue } from "./queue.ts";
 import { launchReduce, REDUCE_WGSL } from "./reduce.ts";
 import { GpuData, GpuStorage, isGpu } from "./storage.ts";
-import { adamwStep, type AdamWArgs } from "./optim.ts";
+import { adamwApplies, adamwStep, type AdamWArgs } from "./optim.ts";
 
 const NO_DATA = new Float32Array(0);
 const OPS_CONTIGUOUS: OpDef = OPS.contiguous;
@@ -260,9 +260,11 @@ export class WebGpuBackend implements Backend, Ctx {
    * One fused AdamW step over a parameter, in place on p, m and v (PyTorch 1.13's AdamW update
    * order, see optim.ts). All four must be float32 GPU tensors of the same shape, p/m/v dense.
    */
-  adamw(args: AdamWArgs): void {
+  adamw(args: AdamWArgs): boolean {
+    if (!adamwApplies(args) || ![args.p, args.m, args.v].every(isGpu)) return false;
     adamwStep(this, args);
     for (const t of [args.p, args.m, args.v]) if (isGpu(t)) t.storage.invalidate();
+    return true;
   }
 
   /** Counters: submits, dispatches, pipelines, readbacks, uploads; pool memory. */

@@ -6,23 +6,14 @@
  *   p ← p − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + eps)
  * Source: Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization"; torch.optim.AdamW.
  */
-import { LoomDtypeError, LoomShapeError } from "../../tensor/errors.ts";
+import { LoomDtypeError } from "../../tensor/errors.ts";
 import { isContiguous, numel } from "../../tensor/shape.ts";
-import type { TensorData } from "../../tensor/storage.ts";
+import type { AdamWStep } from "../backend.ts";
 import { scalarBits, WGSL_COMMON } from "./dtype.ts";
 import { groupsFor, linearIndex, type Ctx } from "./context.ts";
 import { PARAMS_WGSL } from "./queue.ts";
 
-export interface AdamWArgs {
-  /** Parameter, gradient, first and second moments: float32, same shape; p, m, v dense. */
-  p: TensorData; g: TensorData; m: TensorData; v: TensorData;
-  /** Learning rate per step, decay rates, eps (absolute), decoupled weight decay rate. */
-  lr: number; beta1: number; beta2: number; eps: number; weight_decay: number;
-  /** 1-based step count (after incrementing), for the bias corrections. */
-  step: number;
-  /** Negate the gradient (maximize the objective). */
-  maximize?: boolean;
-}
+export type AdamWArgs = AdamWStep;
 
 const SOURCE = `${PARAMS_WGSL}${WGSL_COMMON}
 @group(0) @binding(1) var<storage, read_write> Pa: array<f32>;
@@ -44,16 +35,17 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   Vo[vi] = v;
 }`;
 
-/** Record the update (ctx.view gives the buffers; p, m, v must already be GPU tensors). */
-export function adamwStep(ctx: Ctx, a: AdamWArgs): void {
+/** Whether the fused kernel takes these tensors: float32, dense, one shape. */
+export function adamwApplies(a: AdamWArgs): boolean {
   const shape = a.p.shape;
-  for (const [name, t] of [["p", a.p], ["g", a.g], ["m", a.m], ["v", a.v]] as const) {
-    if (t.dtype !== "float32") throw new LoomDtypeError(`[adamw] ${name} must be float32 on webgpu, got ${t.dtype}`);
-    if (t.shape.length !== shape.length || t.shape.some((s, i) => s !== shape[i]) || !isContiguous(t.shape, t.strides)) {
-      throw new LoomShapeError(`[adamw] ${name} must be dense with the parameter's shape [${shape.join(", ")}]`);
-    }
-  }
-  const n = numel(shape);
+  return [a.p, a.g, a.m, a.v].every((t) => t.dtype === "float32" && t.shape.length === shape.length &&
+    t.shape.every((s, i) => s === shape[i]) && isContiguous(t.shape, t.strides));
+}
+
+/** Record the update (p, m and v must be GPU tensors: they are written in place). */
+export function adamwStep(ctx: Ctx, a: AdamWArgs): void {
+  if (!adamwApplies(a)) throw new LoomDtypeError(`[adamw] p, g, m, v must be dense float32 tensors of one shape [${a.p.shape.join(", ")}]`);
+  const n = numel(a.p.shape);
   if (n === 0) return;
   const [p, g, m, v] = [a.p, a.g, a.m, a.v].map((t) => ctx.gpuView(t, "adamw"));
   const f = (x: number) => scalarBits("f32", x);
