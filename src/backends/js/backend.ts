@@ -6,7 +6,8 @@
  */
 import { FUSED_OPS, OPS, type OpName } from "../../graph/registry.ts";
 import type { ElementwiseOp, OpDef, ReduceOp } from "../../graph/op.ts";
-import type { FusedMatmulAttrs, FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
+import { softmaxDenseRows, type AttentionAttrs, type FusedMatmulAttrs, type FusedReduceAttrs, type FusedSoftmaxAttrs } from "../../graph/passes/fused_ops.ts";
+import { gemm, pack } from "../../graph/ops/linalg_index.ts";
 import type { Program } from "../../graph/passes/program.ts";
 import { encoder, isHalf, type DType } from "../../tensor/dtype.ts";
 import { broadcastStrides, numel } from "../../tensor/shape.ts";
@@ -14,7 +15,7 @@ import {
   allocData, forEachStrided, isDense, toContiguous, viewOf, type TensorData,
 } from "../../tensor/storage.ts";
 import type { Backend, InputLayout, PreparedKernel } from "../backend.ts";
-import { elementwiseKernel, matmulKernel, reduceKernel, type GeneratedKernel } from "./codegen.ts";
+import { attentionKernel, elementwiseKernel, matmulKernel, reduceKernel, softmaxKernel, type GeneratedKernel } from "./codegen.ts";
 
 /** Counts ops executed, in total and per op name, so tests can see what ran. */
 export interface JsStats { ops: number; byOp: Map<string, number> }
@@ -114,6 +115,12 @@ export class JsBackend implements Backend {
     switch (op.name) {
       case "fused_elementwise": return elementwiseKernel((attrs as { program: Program }).program);
       case "fused_reduce": return reduceKernel(attrs as FusedReduceAttrs);
+      case "fused_softmax": {
+        const a = attrs as FusedSoftmaxAttrs;
+        return softmaxKernel(a.prologue, a.dim, softmaxDenseRows, (ins, out) => FUSED_OPS.fused_softmax.ref(ins, a, out));
+      }
+      case "fused_attention":
+        return attentionKernel((attrs as AttentionAttrs).prologue, { pack, gemm, softmax: softmaxDenseRows });
       case "fused_matmul": {
         const mm = OPS.matmul;
         const a = attrs as FusedMatmulAttrs;

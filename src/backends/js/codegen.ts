@@ -12,7 +12,7 @@
 import type { ReduceOp } from "../../graph/op.ts";
 import { programDtype, roundTo, storeRound, type Instr, type Program } from "../../graph/passes/program.ts";
 import { allocArray, decoder, floatToBf16, floatToHalf, type DType } from "../../tensor/dtype.ts";
-import { contiguousStrides } from "../../tensor/shape.ts";
+import { broadcastStrides, contiguousStrides } from "../../tensor/shape.ts";
 import type { TensorData } from "../../tensor/storage.ts";
 
 /** A compiled kernel: reads `ins` (base buffers; strides are baked in), writes the dense `out`. */
@@ -262,5 +262,83 @@ export function matmulKernel(epilogue: Program, dtype: DType, shape: readonly nu
     const prod: TensorData = { dtype, shape, strides, offset: 0, data: same ? out.data : allocArray(dtype, n) };
     matmul([ins[0]!, ins[1]!], prod);
     epi(ins, out, prod.data);
+  };
+}
+
+/**
+ * fused_softmax over the last dim: the prologue evaluated in bulk by a generated kernel into a
+ * float64 buffer (values already rounded to their dtype), then the exact row softmax.
+ */
+export function softmaxKernel(prologue: Program, dim: number, softmax: (v: Float64Array, rows: number, n: number, D: DType, out: { [i: number]: number }) => void, fallback: GeneratedKernel): GeneratedKernel {
+  if (dim !== prologue.shape.length - 1) return fallback;
+  const pro = elementwiseKernel(prologue);
+  const n = prologue.shape[dim]!;
+  const D = programDtype(prologue);
+  let v = new Float64Array(0);
+  return (ins, out) => {
+    const total = out.data.length;
+    if (v.length < total) v = new Float64Array(total);
+    pro(ins, { dtype: "float64", shape: prologue.shape, strides: [], offset: 0, data: v });
+    softmax(v, n === 0 ? 0 : total / n, n, D, out.data);
+  };
+}
+
+/**
+ * fused_attention: per batch entry, scores by the matmul's own pack/gemm (rounded to the dtype),
+ * the prologue by a generated kernel over that [L, S] slab (each load gets the batch entry's
+ * offset), the exact row softmax, then P @ v by pack/gemm. Same arithmetic as the reference.
+ */
+export function attentionKernel(prologue: Program, gemmOps: {
+  pack: (src: TensorData["data"], off: number, R: number, C: number, sr: number, sc: number, dst: Float64Array) => void;
+  gemm: (A: Float64Array, B: Float64Array, C: Float64Array, M: number, N: number, K: number) => void;
+  softmax: (v: Float64Array, rows: number, n: number, D: DType, out: { [i: number]: number }) => void;
+}): GeneratedKernel {
+  const nd = prologue.shape.length;
+  const L = prologue.shape[nd - 2]!, S = prologue.shape[nd - 1]!;
+  const batch = prologue.shape.slice(0, -2);
+  const D = programDtype(prologue);
+  const round = storeRound(D);
+  // the slab program: one input per load (its batch offset differs), strides over [L, S]
+  const loads = prologue.code.map((c, i) => (c.k === "load" ? i : -1)).filter((i) => i >= 0);
+  const slab: Program = {
+    shape: [L, S], out: prologue.out,
+    code: prologue.code.map((c, i) => (c.k === "load" ? { ...c, input: loads.indexOf(i), strides: c.strides.slice(-2) } : c)),
+  };
+  const pro = elementwiseKernel(slab);
+  const batchStrides = loads.map((i) => (prologue.code[i] as { strides: readonly number[] }).strides.slice(0, -2));
+  const inputOf = loads.map((i) => (prologue.code[i] as { input: number }).input);
+  return (ins, out) => {
+    const [q, kt, v] = ins as [TensorData, TensorData, TensorData];
+    const E = q.shape[q.shape.length - 1]!, Ev = v.shape[v.shape.length - 1]!;
+    const st = (t: TensorData) => broadcastStrides(t.shape.slice(0, -2), t.strides.slice(0, -2), batch);
+    const [sq, sk, sv] = [st(q), st(kt), st(v)];
+    const Qp = new Float64Array(L * E), Kp = new Float64Array(E * S), Sc = new Float64Array(L * S);
+    const Vals = new Float64Array(L * S), P = new Float64Array(L * S), Vp = new Float64Array(S * Ev), O = new Float64Array(L * Ev);
+    const nb = batch.reduce((p, x) => p * x, 1);
+    const idx = new Array<number>(batch.length).fill(0);
+    const slabOut: TensorData = { dtype: "float64", shape: [L, S], strides: [S, 1], offset: 0, data: Vals };
+    for (let bi = 0; bi < nb; bi++) {
+      let oq = q.offset, ok = kt.offset, ov = v.offset;
+      for (let d = 0; d < batch.length; d++) { oq += idx[d]! * sq[d]!; ok += idx[d]! * sk[d]!; ov += idx[d]! * sv[d]!; }
+      gemmOps.pack(q.data, oq, L, E, q.strides[q.shape.length - 2]!, q.strides[q.shape.length - 1]!, Qp);
+      gemmOps.pack(kt.data, ok, E, S, kt.strides[kt.shape.length - 2]!, kt.strides[kt.shape.length - 1]!, Kp);
+      gemmOps.gemm(Qp, Kp, Sc, L, S, E);
+      for (let i = 0; i < Sc.length; i++) Sc[i] = round(Sc[i]!);
+      const slabIns = inputOf.map((k, j) => {
+        const t = ins[k]!;
+        let off = t.offset;
+        for (let d = 0; d < batch.length; d++) off += idx[d]! * batchStrides[j]![d]!;
+        return { ...t, offset: off };
+      });
+      pro(slabIns, slabOut, Sc);
+      gemmOps.softmax(Vals, L, S, D, P);
+      gemmOps.pack(v.data, ov, S, Ev, v.strides[v.shape.length - 2]!, v.strides[v.shape.length - 1]!, Vp);
+      gemmOps.gemm(P, Vp, O, L, Ev, S);
+      out.data.set(O, bi * L * Ev);
+      for (let d = batch.length - 1; d >= 0; d--) {
+        if (++idx[d]! < batch[d]!) break;
+        idx[d] = 0;
+      }
+    }
   };
 }

@@ -146,6 +146,29 @@ function softmaxRows(shape: readonly number[], dim: number, D: DType, value: (id
   });
 }
 
+/**
+ * The same softmax over contiguous rows of n values already computed (v[r·n + j]), written to
+ * out[r·n + j]: the exact sequence softmaxRows applies (for kernels that evaluate the prologue
+ * in bulk).
+ */
+export function softmaxDenseRows(v: Float64Array, rows: number, n: number, D: DType, out: { [i: number]: number }, outOffset = 0): void {
+  const R = roundTo(D), S = storeRound(D);
+  const e = new Float64Array(n);
+  for (let r = 0; r < rows; r++) {
+    const o = r * n;
+    let m = amax.init;
+    for (let j = 0; j < n; j++) m = amax.step(m, v[o + j]!);
+    m = S(m);
+    let z = sum.init;
+    for (let j = 0; j < n; j++) {
+      e[j] = R(exp.ref(R(sub.ref(v[o + j]!, m, 0)), 0, 0));
+      z = sum.step(z, e[j]!);
+    }
+    z = S(z);
+    for (let j = 0; j < n; j++) out[outOffset + o + j] = R(div.ref(e[j]!, z, 0));
+  }
+}
+
 export interface FusedSoftmaxAttrs {
   readonly dim: number;
   /** The value softmax is applied to (x, x·scale, masked...), over x's shape. */
