@@ -113,7 +113,8 @@ static inline double erf_cody(double x) {
   double tail = 1 - (e / ax) * (0.564189583547756287 - (z * p2) / q2);
   double r = ax < 4 ? mid : ax < 27 ? tail : 1;
   r = x < 0 ? -r : r;
-  return ax < 0.5 ? small : r; /* NaN falls through every range to 1, as the reference does */
+  r = ax < 0.5 ? small : r;
+  return x != x ? x : r; /* NaN propagates (torch.erf), selected branch-free */
 }
 
 static inline int truthy(double v) { return v != 0 && !isnan(v); }

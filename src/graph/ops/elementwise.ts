@@ -30,6 +30,7 @@ const mask = <T extends Diff<T>>(m: T, like: T) => m.to(like.dtype);
 // Error function, W. J. Cody's rational approximations (|err| < 1e-15), as in libm's erf:
 // JavaScript has no Math.erf.
 function erf(x: number): number {
+  if (Number.isNaN(x)) return x; // torch.erf(nan) is nan
   const ax = Math.abs(x);
   if (ax < 0.5) {
     const t = x * x;
