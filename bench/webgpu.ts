@@ -5,6 +5,7 @@
  *   bun bench/webgpu.ts                  # all workloads (lavapipe: slow, see --only)
  *   bun bench/webgpu.ts --only W1a,W8    # subset (prefix match)
  *   bun bench/webgpu.ts --no-torch       # Loom only
+ *   bun bench/webgpu.ts --only W7,W9 --warmup 1 --min-reps 1   # the model workloads on lavapipe (minutes per step)
  *
  * Every timed iteration waits until the GPU has finished (queue.onSubmittedWorkDone after the
  * realize's submit), so the number is kernel time plus dispatch overhead, never a submit alone.
@@ -22,6 +23,7 @@ const opt = (k: string, d: string) => { const i = args.indexOf(k); return i >= 0
 const ONLY = opt("--only", "").split(",").filter(Boolean);
 const MIN_TIME = Number(opt("--min-time", "1.5")) * 1e3;
 const MIN_REPS = Number(opt("--min-reps", "5"));
+const WARMUP = Number(opt("--warmup", "2"));
 const MAX_TIME = Number(opt("--max-time", "20")) * 1e3;
 const TORCH = !args.includes("--no-torch");
 
@@ -34,7 +36,7 @@ const gpu = webgpuBackend();
 
 /** Median ms of `fn` + waiting for the GPU, after warm-up (which also compiles the kernels). */
 function bench(fn: () => unknown): { ms: number; reps: number } {
-  for (let i = 0; i < 2; i++) { fn(); gpu.synchronizeSync(); }
+  for (let i = 0; i < WARMUP; i++) { fn(); gpu.synchronizeSync(); }
   const times: number[] = [];
   const start = performance.now();
   for (;;) {

@@ -19,6 +19,8 @@
 export interface PBuf {
   readonly gpu: GPUBuffer;
   readonly size: number;
+  /** Unique id (bind groups are cached by the ids of their buffers). */
+  readonly id: number;
   /** Id of the last command batch that used it (see CommandQueue). */
   lastBatch: number;
 }
@@ -49,6 +51,7 @@ export function bucket(bytes: number): number {
 }
 
 interface Owner { buf: PBuf; returned: boolean }
+let nextBufferId = 1;
 
 export class BufferPool {
   readonly stats: MemoryStats = { created: 0, reused: 0, released: 0, liveBytes: 0, pooledBytes: 0, sweeps: 0 };
@@ -97,7 +100,7 @@ export class BufferPool {
     this.stats.created++;
     this.stats.pooledBytes += size;
     this.stats.liveBytes += size;
-    return { gpu, size, lastBatch: -1 };
+    return { gpu, size, id: nextBufferId++, lastBatch: -1 };
   }
 
   /** Return a buffer now (temporaries whose last use is already encoded). */
@@ -144,7 +147,7 @@ export class BufferPool {
     this.sweepEvery = Math.max(this.sweepFloor, this.stats.liveBytes);
   }
 
-  /** Destroy all free buffers (memory pressure, tests). */
+  /** Destroy all free buffers (memory pressure). Use CommandQueue.trim, which drops cached bind groups first. */
   trim(): void {
     for (const list of this.free.values()) {
       for (const b of list) {

@@ -58,7 +58,7 @@ export class CommandQueue {
   readonly pool: BufferPool;
   private readonly staging: BufferPool;
   private readonly device: GPUDevice;
-  private readonly pipelines = new Map<string, { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout }>();
+  private readonly pipelines = new Map<string, { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout; layoutKey: string }>();
   private readonly layouts = new Map<string, GPUBindGroupLayout>();
   private readonly chunks: Chunk[] = [];
   /** Id of the open batch; buffers it touches carry it in `lastBatch`. */
@@ -69,8 +69,15 @@ export class CommandQueue {
   private flushScheduled = false;
   /** Buffers kept alive until the batch is submitted (temporaries released at submit). */
   private deferred: PBuf[] = [];
-  /** Bind groups of the open batch: released once submitted (bun-webgpu never frees them). */
+  /** Evicted bind groups: released once the batch that may use them is submitted. */
   private bindGroups: GPUBindGroup[] = [];
+  private readonly bindCache = new Map<string, GPUBindGroup>();
+
+  /** Drop cached bind groups (bun-webgpu never frees them itself): released after the next submit. */
+  private evictBindGroups(): void {
+    for (const g of this.bindCache.values()) this.bindGroups.push(g);
+    this.bindCache.clear();
+  }
   /** 4 words: op code (1-based index into ERR_OPS), index value, dim, size. */
   readonly errBuf: GPUBuffer;
   maxDispatches = 2048;
@@ -106,14 +113,14 @@ export class CommandQueue {
     return enc;
   }
 
-  private pipelineFor(k: Kernel): { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout } {
+  private pipelineFor(k: Kernel): { pipeline: GPUComputePipeline; layout: GPUBindGroupLayout; layoutKey: string } {
     let hit = this.pipelines.get(k.source);
     if (hit) return hit;
     const key = k.access.join(",");
     let layout = this.layouts.get(key);
     if (!layout) {
       const entries: GPUBindGroupLayoutEntry[] = [
-        { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: "uniform" } },
+        { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: "uniform", hasDynamicOffset: true } },
         ...k.access.map((a, i): GPUBindGroupLayoutEntry => ({
           binding: i + 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: a === "r" ? "read-only-storage" : "storage" },
         })),
@@ -127,7 +134,7 @@ export class CommandQueue {
       compute: { module, entryPoint: "main" },
     });
     this.stats.pipelines++;
-    hit = { pipeline, layout };
+    hit = { pipeline, layout, layoutKey: key };
     this.pipelines.set(k.source, hit);
     return hit;
   }
@@ -141,7 +148,7 @@ export class CommandQueue {
     const [gx, gy, gz] = typeof groups === "number" ? [Math.min(groups, 65535), Math.ceil(groups / 65535), 1] : groups;
     if (gx === 0 || gy === 0 || gz === 0) return;
     if (params.length > PARAM_WORDS) throw new LoomValueError(`[webgpu] kernel needs ${params.length} parameter words (max ${PARAM_WORDS})`);
-    const { pipeline, layout } = this.pipelineFor(k);
+    const { pipeline, layout, layoutKey } = this.pipelineFor(k);
     const slot = this.slots++;
     const ci = Math.floor(slot / SLOTS_PER_CHUNK);
     if (ci === this.chunks.length) {
@@ -153,16 +160,25 @@ export class CommandQueue {
     const chunk = this.chunks[ci]!;
     const base = (slot % SLOTS_PER_CHUNK) * PARAM_WORDS;
     for (let i = 0; i < params.length; i++) chunk.words[base + i] = params[i]!;
-    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: chunk.gpu, offset: base * 4, size: PARAM_BYTES } }];
-    buffers.forEach((b, i) => {
+    // Bind groups are cached by (layout, parameter chunk, buffers): the parameter slot is a
+    // dynamic offset, so a loop over the same pooled buffers reuses them (creating one costs more
+    // than the dispatch in bun-webgpu).
+    let key = `${layoutKey}#${ci}`;
+    for (const b of buffers) {
+      key += b ? `,${b.id}` : ",0";
       if (b) b.lastBatch = this.batch;
-      entries.push({ binding: i + 1, resource: { buffer: b ? b.gpu : this.errBuf } });
-    });
-    const bind = this.device.createBindGroup({ layout, entries });
-    this.bindGroups.push(bind);
+    }
+    let bind = this.bindCache.get(key);
+    if (!bind) {
+      if (this.bindCache.size >= 8192) this.evictBindGroups();
+      const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: chunk.gpu, offset: 0, size: PARAM_BYTES } }];
+      buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b ? b.gpu : this.errBuf } }));
+      bind = this.device.createBindGroup({ layout, entries });
+      this.bindCache.set(key, bind);
+    }
     const pass = this.computePass();
     pass.setPipeline(pipeline);
-    pass.setBindGroup(0, bind);
+    pass.setBindGroup(0, bind, [base * 4]);
     pass.dispatchWorkgroups(gx, gy, gz);
     this.stats.dispatches++;
     if (this.slots >= this.maxDispatches) this.flush();
@@ -255,6 +271,13 @@ export class CommandQueue {
     const { st, size } = this.stage(src, offset, bytes);
     await st.gpu.mapAsync(GPUMapMode.READ, 0, size);
     return this.finish(st, bytes, size);
+  }
+
+  /** Give free pool buffers back to the driver (cached bind groups naming them go first). */
+  trim(): void {
+    this.evictBindGroups();
+    this.flush();
+    this.pool.trim();
   }
 
   /** Wait until all submitted work has finished (flushes first). */
