@@ -33,7 +33,7 @@ static const kernel_fn KERNELS[] = {LOOM_EW_OPS(FN_EW) LOOM_KERNEL_OPS(FN_K)};
 
 /** Comma-separated op names in opcode order: TypeScript derives its opcode map from this. */
 const char *loom_op_names(void) { return OP_NAMES; }
-int loom_abi_version(void) { return 1; }
+int loom_abi_version(void) { return 2; }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 static _Thread_local char *err_slot; /* the error buffer of the command being run */
@@ -60,6 +60,10 @@ static struct { loom_task fn; void *ctx; int64_t n; int parts; } job;
 
 int loom_nthreads(void) { return nthreads; }
 
+/* Set on threads running a part of a parallel job: a parallel_for inside runs serially there
+ * (the pool has one job at a time). */
+static _Thread_local int in_task;
+
 static void run_part(int part) {
   int64_t b = job.n * part / job.parts, e = job.n * (part + 1) / job.parts;
   if (b < e) job.fn(job.ctx, b, e);
@@ -68,6 +72,7 @@ static void run_part(int part) {
 static void *worker_main(void *arg) {
   int id = (int)(intptr_t)arg;
   long seen = 0;
+  in_task = 1;
   for (;;) {
     /* spin briefly (the next kernel of a plan usually follows at once), then sleep */
     int spins = 0;
@@ -91,7 +96,7 @@ void loom_parallel_for(int64_t n, int64_t grain, loom_task fn, void *ctx) {
   int parts = nthreads;
   if (grain < 1) grain = 1;
   if (n / grain < parts) parts = (int)(n / grain);
-  if (parts <= 1) { fn(ctx, 0, n); return; }
+  if (parts <= 1 || in_task) { fn(ctx, 0, n); return; }
   job.fn = fn; job.ctx = ctx; job.n = n; job.parts = parts;
   atomic_store(&pool_pending, nthreads - 1);
   atomic_fetch_add_explicit(&pool_gen, 1, memory_order_release);
@@ -100,8 +105,106 @@ void loom_parallel_for(int64_t n, int64_t grain, loom_task fn, void *ctx) {
     pthread_cond_broadcast(&pool_cv);
     pthread_mutex_unlock(&pool_mu);
   }
+  in_task = 1;
   run_part(0);
+  in_task = 0;
   while (atomic_load_explicit(&pool_pending, memory_order_acquire) > 0) __builtin_ia32_pause();
+}
+
+/* ---- scratch: per-thread grow-only buffers ------------------------------------------------------ */
+static _Thread_local struct { void *p; size_t cap; } scratch[SCR_NSLOTS];
+
+void *loom_scratch(int slot, size_t bytes) {
+  if (bytes <= scratch[slot].cap) return scratch[slot].p;
+  free(scratch[slot].p);
+  size_t cap = bytes + bytes / 2;
+  cap = (cap + 63) & ~(size_t)63;
+  scratch[slot].p = aligned_alloc(64, cap);
+  scratch[slot].cap = scratch[slot].p ? cap : 0;
+  if (!scratch[slot].p) { loom_set_error("out of memory (%zu bytes of scratch)", bytes); abort(); }
+  return scratch[slot].p;
+}
+
+/* ---- host buffers: a pool of 64-byte aligned blocks handed to JavaScript ---------------------- */
+/*
+ * loom_alloc returns uninitialized memory for tensors (no zeroing, no fresh pages once warm);
+ * JavaScript wraps it in an ArrayBuffer whose deallocator (loom_free) returns the block to a
+ * size-class free list when the garbage collector frees the buffer. Cached bytes are capped at
+ * the bytes in use (at least 32 MiB, at most LOOM_POOL_MAX, default 1 GiB): the garbage of one
+ * collection cycle, which the next cycle reuses; beyond that blocks go back to the system.
+ */
+#define POOL_CLASSES 160
+typedef struct block { struct block *next; } block;
+static block *pool_free[POOL_CLASSES];
+static size_t pool_cached, pool_live, pool_max = (size_t)1 << 30;
+static uint64_t pool_hits, pool_misses;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+#define POOL_HDR 64
+
+/** Size class: powers of two up to 64 KiB, then quarter steps between powers of two. */
+static int size_class(size_t n, size_t *rounded) {
+  if (n <= 64) { *rounded = 64; return 0; }
+  int lg = 64 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^lg >= n > 2^(lg-1) */
+  if (lg <= 16) { *rounded = (size_t)1 << lg; return lg - 6; }
+  size_t lo = (size_t)1 << (lg - 1), step = lo / 4;
+  size_t k = (n - lo + step - 1) / step; /* 1..4 */
+  *rounded = lo + k * step;
+  return 10 + (lg - 17) * 4 + (int)k;
+}
+
+void *loom_alloc(double bytes) {
+  size_t r;
+  int c = size_class((size_t)bytes, &r);
+  if (c >= POOL_CLASSES) return NULL;
+  pthread_mutex_lock(&pool_lock);
+  block *b = pool_free[c];
+  if (b) { pool_free[c] = b->next; pool_cached -= r; pool_hits++; }
+  else pool_misses++;
+  pool_live += r;
+  pthread_mutex_unlock(&pool_lock);
+  if (!b) {
+    char *m = aligned_alloc(64, r + POOL_HDR);
+    if (!m) { pthread_mutex_lock(&pool_lock); pool_live -= r; pthread_mutex_unlock(&pool_lock); return NULL; }
+    ((size_t *)m)[0] = (size_t)c;
+    ((size_t *)m)[1] = r;
+    b = (block *)(m + POOL_HDR);
+  }
+  return b;
+}
+
+/** The ArrayBuffer deallocator: (bytes, context). */
+void loom_free(void *bytes, void *ctx) {
+  (void)ctx;
+  if (!bytes) return;
+  char *m = (char *)bytes - POOL_HDR;
+  int c = (int)((size_t *)m)[0];
+  size_t r = ((size_t *)m)[1];
+  pthread_mutex_lock(&pool_lock);
+  pool_live -= r;
+  /* keep about as much as is in use (at least 32 MiB): what the next steps will ask for again */
+  size_t cap = pool_live > ((size_t)32 << 20) ? pool_live : ((size_t)32 << 20);
+  if (cap > pool_max) cap = pool_max;
+  if (pool_cached + r <= cap) {
+    block *b = (block *)bytes;
+    b->next = pool_free[c];
+    pool_free[c] = b;
+    pool_cached += r;
+    m = NULL;
+  }
+  pthread_mutex_unlock(&pool_lock);
+  free(m);
+}
+
+void *loom_free_fn(void) { return (void *)loom_free; }
+
+/** [live bytes, cached bytes, hits, misses]. */
+void loom_pool_stats(double *out) {
+  pthread_mutex_lock(&pool_lock);
+  out[0] = (double)pool_live;
+  out[1] = (double)pool_cached;
+  out[2] = (double)pool_hits;
+  out[3] = (double)pool_misses;
+  pthread_mutex_unlock(&pool_lock);
 }
 
 /* ---- parsing and running a command buffer ------------------------------------------------------ */
@@ -172,6 +275,8 @@ static void *executor_main(void *arg) {
     cmd *c = q_head;
     pthread_mutex_unlock(&q_mu);
     c->failed = run_program(c->prog, c->nwords, c->err);
+    void (*callback)(int32_t) = c->callback; /* c may be freed once done is set */
+    int32_t id = c->id;
     pthread_mutex_lock(&q_mu);
     q_head = c->next;
     if (!q_head) q_tail = NULL;
@@ -179,7 +284,7 @@ static void *executor_main(void *arg) {
     atomic_store_explicit(&c->done, 1, memory_order_release);
     pthread_cond_broadcast(&done_cv);
     pthread_mutex_unlock(&q_mu);
-    if (c->callback) c->callback(c->id);
+    if (callback) callback(id);
   }
   return NULL;
 }
@@ -193,6 +298,8 @@ int loom_init(int n) {
   if (n < 1) n = 1;
   if (n > 64) n = 64;
   nthreads = n;
+  const char *pm = getenv("LOOM_POOL_MAX");
+  if (pm) pool_max = (size_t)strtoull(pm, NULL, 10);
   for (int i = 1; i < n; i++) pthread_create(&workers[i], NULL, worker_main, (void *)(intptr_t)i);
   pthread_create(&executor, NULL, executor_main, NULL);
   started = 1;

@@ -142,15 +142,24 @@ static inline void store1(char *p, int dt, int64_t i, double v) {
 void load_block(double *dst, const char *p, int dt, int64_t i0, int64_t s, int n);
 /** Store n doubles with element stride s starting at element i0, converting as the js backend. */
 void store_block(char *p, int dt, int64_t i0, int64_t s, const double *src, int n);
+/** Round a block to what storing it as `dt` and loading it back gives (fused intermediates). */
+void round_block(double *v, int dt, int n);
 
-/* ---- thread pool (shim.c) -------------------------------------------------------------------- */
+/* ---- thread pool and scratch memory (shim.c) ------------------------------------------------- */
 typedef void (*loom_task)(void *ctx, int64_t begin, int64_t end);
-/** Run fn over [0, n) split into contiguous chunks on the pool; serial below `grain` items. */
+/** Run fn over [0, n) split into contiguous chunks on the pool; serial below `grain` items or when nested. */
 void loom_parallel_for(int64_t n, int64_t grain, loom_task fn, void *ctx);
 int loom_nthreads(void);
 /** Record an error for the current command (first one wins); kernels then return. */
 void loom_set_error(const char *fmt, ...);
-
+/**
+ * A per-thread, grow-only, 64-byte aligned scratch buffer (never freed while the thread lives:
+ * kernels reuse it instead of calling malloc). Slots 0..3 are for kernel bodies (outside
+ * parallel regions; SCR_K3 belongs to prog_run, SCR_K2 and SCR_K4 to reductions), SCR_T*
+ * for code running inside parallel tasks (T0/T1: program registers and positions).
+ */
+void *loom_scratch(int slot, size_t bytes);
+enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T2, SCR_T3, SCR_T4, SCR_T5, SCR_T6, SCR_T7, SCR_NSLOTS };
 
 /* ---- the op table: one line per registry op (names equal src/graph/registry.ts keys) --------- */
 /* X(name, kernel): elementwise ops first, in this order; their index is the opcode. */
@@ -159,11 +168,15 @@ void loom_set_error(const char *fmt, ...);
   X(tanh) X(sigmoid) X(relu) X(erf) X(floor) X(ceil) X(round) X(isnan) X(logical_not) \
   X(contiguous) X(cast) X(add) X(sub) X(mul) X(div) X(floor_divide) X(remainder) X(pow) \
   X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or) X(where)
+/* Kernel ops: registry kernels, the graph compiler's fused ops (FUSED_OPS) and the AdamW update. */
 #define LOOM_KERNEL_OPS(X) \
   X(sum, k_reduce) X(amax, k_reduce) X(amin, k_reduce) X(argmax, k_arg) X(argmin, k_arg) \
   X(cumsum, k_cumsum) X(slice_backward, k_slice_backward) X(cat, k_cat) X(matmul, k_matmul) \
   X(gather, k_gather) X(scatter_add, k_scatter_add) X(index_select, k_index_select) \
-  X(index_add, k_index_add) X(tri, k_tri) X(lora_linear, k_lora_linear) X(fused, k_fused)
+  X(index_add, k_index_add) X(tri, k_tri) X(lora_linear, k_lora_linear) \
+  X(fused_elementwise, k_fused_elementwise) X(fused_reduce, k_fused_reduce) X(fused_matmul, k_fused_matmul) \
+  X(fused_softmax, k_fused_softmax) X(fused_layer_norm, k_fused_norm) X(fused_rms_norm, k_fused_norm) \
+  X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention) X(adamw, k_adamw)
 
 #define LOOM_ENUM_EW(n) OP_##n,
 #define LOOM_ENUM_K(n, k) OP_##n,
@@ -192,12 +205,85 @@ int k_index_add(const loom_instr *I);
 int k_tri(const loom_instr *I);
 int k_cat(const loom_instr *I);
 int k_slice_backward(const loom_instr *I);
-int k_fused(const loom_instr *I);
+int k_fused_elementwise(const loom_instr *I);
+int k_fused_reduce(const loom_instr *I);
+int k_fused_matmul(const loom_instr *I);
+int k_fused_softmax(const loom_instr *I);
+int k_fused_norm(const loom_instr *I);
+int k_fused_attention(const loom_instr *I);
+int k_adamw(const loom_instr *I);
 
 /** Copy src (strided, any dtype) into dst (strided, any dtype) with the js conversions. */
 void copy_strided(const tdesc *dst, const tdesc *src);
 /** Drop size-1 dims and merge dims that are contiguous in every operand; returns the new ndim. */
 int collapse_dims(int nd, int64_t *shape, int nops, int64_t **strides);
+/** o[i] = op(a[i], b[i], c[i]) for i < n (elementwise opcode; buffers padded to LOOM_VEC). */
+void ew_apply(int op, double *o, const double *a, const double *b, const double *c, int n);
+/** Padding of block buffers: transcendental ops run whole SIMD vectors (position-independent bits). */
+#define LOOM_VEC 8
+#define LOOM_PAD(n) (((n) + LOOM_VEC - 1) / LOOM_VEC * LOOM_VEC)
+
+/* ---- expression programs (the fused ops' attrs; see src/backends/native/program.ts) -------- */
+/*
+ * program = [nd, shape[nd], nregs, ncode, out, code...]
+ *   LOAD: [0, dst, input, offset, strides[nd]]   input's element off + offset + Σ idx·strides
+ *   OP:   [1, dst, opcode, dtype, a, b, c]       registers of the operands, rounded to dtype
+ *   ACC:  [2, dst]                               the accumulated value at this index
+ * Every code writes register `dst` (a block of LOOM_BLOCK doubles); registers are reused once
+ * their value is dead (allocated in TypeScript).
+ */
+enum { PC_LOAD = 0, PC_OP = 1, PC_ACC = 2 };
+typedef struct {
+  int kind, dst, input, op, dt, a, b, c;
+  int64_t off;
+  const double *st; /* LOAD: nd strides */
+} pcode;
+typedef struct {
+  int nd, nregs, ncode, out;
+  int64_t shape[LOOM_MAXD];
+  const pcode *code;
+} prog_t;
+#define LOOM_MAXCODE 2048
+/** Parse a program at w into P (codes stored in `storage`, LOOM_MAXCODE entries); returns the word after it or NULL. */
+const double *prog_parse(const double *w, const double *end, prog_t *P, pcode *storage, int nin);
+/**
+ * Evaluate P over a block of n elements: LOAD code k reads its input at pos[k] + i·dir[k];
+ * ACC reads `accp` (dtype accdt) at accpos + i. regs: nregs × LOOM_BLOCK doubles. Returns the result.
+ */
+const double *prog_eval(const prog_t *P, const tdesc *ins, const int64_t *pos, const int64_t *dir, int n,
+                        const char *accp, int accdt, int64_t accpos, double *regs);
+/**
+ * Evaluate P at every index of its shape and store the result into `out` (strided over P's
+ * shape), in parallel tiles. acc (may be NULL): a dense buffer over P's shape read by ACC codes.
+ */
+int prog_run(const prog_t *P, const tdesc *ins, const tdesc *out, const char *accp, int accdt);
+
+/* ---- reductions (reduce.c): the one summation order every native kernel uses ----------------- */
+/*
+ * A reduction folds its values in row-major order over the reduced dims, in blocks of
+ * LOOM_BLOCK: a block sums its first floor(m/8)·8 values in 8 interleaved lanes, combines them as
+ * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), adds the rest in order, and is added to the running total.
+ * amax/amin give the sequential fold's result (NaN wins; of equal zeros, the first). Eager
+ * reductions and every fused kernel use this, so their results are equal bit for bit.
+ */
+enum { RED_SUM = 0, RED_MAX = 1, RED_MIN = 2 };
+/** Fold one block of m values into the running state (acc, first zero seen: fz, 0/1 seen flag). */
+typedef struct { double acc, fz; int zseen; } fold_t;
+void fold_init(fold_t *f, int kind);
+void fold_block(fold_t *f, int kind, const double *v, int m);
+double fold_result(const fold_t *f, int kind);
+/** The canonical fold of n contiguous values. */
+double fold_values(int kind, const double *v, int64_t n);
+
+/* ---- matmul (matmul.c) ------------------------------------------------------------------------ */
+/** o = a @ b with matmul's broadcasting; o dense. Exactly the eager matmul's GEMM calls. */
+int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o);
+/**
+ * One batch entry of a batched product (a, b 2-D views; o dense 2-D) on the calling thread, cut
+ * into the same GEMM calls matmul_into makes for a batch of `nbatch` such entries (so the bits
+ * equal the batched matmul's). Uses task scratch SCR_T2..T4.
+ */
+void matmul_entry(const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch);
 
 /* blas.c */
 int loom_blas_available(void);
@@ -205,5 +291,17 @@ void loom_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, floa
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void loom_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
                    const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+
+/** A dense descriptor over `p` with shape `shape[nd]`. */
+static inline tdesc dense_desc(void *p, int dt, int nd, const int64_t *shape) {
+  tdesc t;
+  t.p = (char *)p;
+  t.dt = dt;
+  t.nd = nd;
+  t.off = 0;
+  int64_t s = 1;
+  for (int i = nd - 1; i >= 0; i--) { t.shape[i] = shape[i]; t.st[i] = s; s *= shape[i]; }
+  return t;
+}
 
 #endif

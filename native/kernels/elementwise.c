@@ -1,16 +1,75 @@
 /*
- * Elementwise ops and fused elementwise chains: a vectorized interpreter over blocks.
+ * Elementwise ops and expression programs: a vectorized interpreter over blocks.
  *
- * Operands are broadcast and strided; dims that are contiguous in every operand are merged,
- * then the output is cut into tiles of up to LOOM_BLOCK elements along its last dim. Each tile
- * loads its inputs into double blocks, applies the op (a tight loop the compiler vectorizes) and
- * stores with the js backend's conversions. Tiles are spread over the pool.
+ * Every elementwise kernel is a program (common.h): loads of strided, broadcast inputs and
+ * registry ops, each rounded to its dtype as storing it would (so a fused program equals the
+ * unfused ops bit for bit). The output index space is collapsed (dims contiguous in every operand
+ * merge), cut into tiles of up to LOOM_BLOCK elements along its last dim, and the tiles are
+ * spread over the pool; a tile loads its inputs into double blocks, applies the ops (tight loops
+ * the compiler vectorizes) and stores with the js backend's conversions.
  *
  * Scalar semantics are the registry's `ref` functions (src/graph/ops/elementwise.ts) in double:
  * NaN is falsy for logical ops, maximum/minimum propagate NaN and order signed zeros as
- * Math.max/Math.min, pow follows Math.pow's NaN cases, round is half-to-even.
+ * Math.max/Math.min, pow follows Math.pow's NaN cases, round is half-to-even. Transcendental
+ * functions run through libmvec's SIMD variants on whole vectors only (a partial last vector goes
+ * through a padded temporary), so an element's bits never depend on its position in a block: a
+ * fused kernel and the unfused ops agree however their blocks are cut.
  */
 #include "common.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512d vd;
+#define VW 8
+#define VLOAD _mm512_loadu_pd
+#define VSTORE _mm512_storeu_pd
+#define VM(f) _ZGVeN8v_##f
+#elif defined(__AVX2__)
+#include <immintrin.h>
+typedef __m256d vd;
+#define VW 4
+#define VLOAD _mm256_loadu_pd
+#define VSTORE _mm256_storeu_pd
+#define VM(f) _ZGVdN4v_##f
+#endif
+
+#ifdef VW
+vd VM(exp)(vd);
+vd VM(log)(vd);
+vd VM(log1p)(vd);
+vd VM(sin)(vd);
+vd VM(cos)(vd);
+vd VM(tanh)(vd);
+typedef vd (*vfn)(vd);
+/** o[i] = f(a[i]) with the SIMD variant for every element (the tail through a padded temporary). */
+static void vmap(vfn f, double *o, const double *a, int n) {
+  int i = 0;
+  for (; i + VW <= n; i += VW) VSTORE(o + i, f(VLOAD(a + i)));
+  if (i < n) {
+    double t[VW] = {0};
+    for (int k = 0; k < n - i; k++) t[k] = a[i + k];
+    VSTORE(t, f(VLOAD(t)));
+    for (int k = 0; k < n - i; k++) o[i + k] = t[k];
+  }
+}
+#define V_EXP VM(exp)
+#define V_LOG VM(log)
+#define V_LOG1P VM(log1p)
+#define V_SIN VM(sin)
+#define V_COS VM(cos)
+#define V_TANH VM(tanh)
+#else
+typedef double (*vfn)(double);
+static void vmap(vfn f, double *o, const double *a, int n) {
+  for (int i = 0; i < n; i++) o[i] = f(a[i]);
+}
+#define V_EXP exp
+#define V_LOG log
+#define V_LOG1P log1p
+#define V_SIN sin
+#define V_COS cos
+#define V_TANH tanh
+#endif
 
 void load_block(double *d, const char *p, int dt, int64_t i0, int64_t s, int n) {
   if (s == 0) {
@@ -80,41 +139,37 @@ int collapse_dims(int nd, int64_t *shape, int nops, int64_t **st) {
 }
 
 /* ---- scalar definitions ---------------------------------------------------------------------- */
-/* glibc's libmvec has SIMD variants of these (max 4 ulp in double, so float32 results round the
- * same as the scalar functions nearly always); -fopenmp-simd lets the block loops call them. */
-#pragma omp declare simd notinbranch
-double exp(double);
-#pragma omp declare simd notinbranch
-double log(double);
-#pragma omp declare simd notinbranch
-double log1p(double);
-#pragma omp declare simd notinbranch
-double sin(double);
-#pragma omp declare simd notinbranch
-double cos(double);
-#pragma omp declare simd notinbranch
-double tanh(double);
+/* W. J. Cody's rational approximations, the same expressions as the registry's erf, evaluated
+ * branch-free over a block (every range computed, one selected); exp through vmap. */
+static void erf_block(double *o, const double *a, int n) {
+  double e[LOOM_BLOCK];
+  for (int i = 0; i < n; i++) e[i] = -fabs(a[i]) * fabs(a[i]);
+  vmap(V_EXP, e, e, n);
+#pragma omp simd
+  for (int i = 0; i < n; i++) {
+    double x = a[i], ax = fabs(x), t = x * x, ex = e[i];
+    double p0 = (((0.185777706184603153 * t + 3.16112374387056560) * t + 113.864154151050156) * t + 377.485237685302021) * t + 3209.37758913846947;
+    double q0 = (((t + 23.6012909523441209) * t + 244.024637934444173) * t + 1282.61652607737228) * t + 2844.23683343917062;
+    double small = (x * p0) / q0;
+    double p1 = (((((((5.64188496988670089e-1 * ax + 8.88314979438837594) * ax + 66.1191906371416295) * ax + 298.635138197400131) * ax + 881.952221241769090) * ax + 1712.04761263407058) * ax + 2051.07837782607147) * ax + 1230.33935479799725);
+    double q1 = (((((((ax + 15.7449261107098347) * ax + 117.693950891312499) * ax + 537.181101862009858) * ax + 1621.38957456669019) * ax + 3290.79923573345963) * ax + 4362.61909014324716) * ax + 3439.36767414372164) * ax + 1230.33935480374942;
+    double mid = 1 - (ex * p1) / q1;
+    double z = 1 / (ax * ax);
+    double p2 = ((((1.63153871373020978e-2 * z + 3.05326634961232344e-1) * z + 3.60344899949804439e-1) * z + 1.25781726111229246e-1) * z + 1.60837851487422766e-2) * z + 6.58749161529837803e-4;
+    double q2 = ((((z + 2.56852019228982242) * z + 1.87295284992346725) * z + 5.27905102951428412e-1) * z + 6.05183413124413191e-2) * z + 2.33520497626869185e-3;
+    double tail = 1 - (ex / ax) * (0.564189583547756287 - (z * p2) / q2);
+    double r = ax < 4 ? mid : ax < 27 ? tail : 1;
+    r = x < 0 ? -r : r;
+    r = ax < 0.5 ? small : r;
+    o[i] = x != x ? x : r; /* NaN propagates (torch.erf), selected branch-free */
+  }
+}
 
-/* W. J. Cody's rational approximations, the same expressions as the registry's erf. Written
- * branch-free (every range computed, one selected) so the block loop vectorizes. */
-#pragma omp declare simd notinbranch
-static inline double erf_cody(double x) {
-  double ax = fabs(x), t = x * x;
-  double p0 = (((0.185777706184603153 * t + 3.16112374387056560) * t + 113.864154151050156) * t + 377.485237685302021) * t + 3209.37758913846947;
-  double q0 = (((t + 23.6012909523441209) * t + 244.024637934444173) * t + 1282.61652607737228) * t + 2844.23683343917062;
-  double small = (x * p0) / q0;
-  double e = exp(-ax * ax);
-  double p1 = (((((((5.64188496988670089e-1 * ax + 8.88314979438837594) * ax + 66.1191906371416295) * ax + 298.635138197400131) * ax + 881.952221241769090) * ax + 1712.04761263407058) * ax + 2051.07837782607147) * ax + 1230.33935479799725);
-  double q1 = (((((((ax + 15.7449261107098347) * ax + 117.693950891312499) * ax + 537.181101862009858) * ax + 1621.38957456669019) * ax + 3290.79923573345963) * ax + 4362.61909014324716) * ax + 3439.36767414372164) * ax + 1230.33935480374942;
-  double mid = 1 - (e * p1) / q1;
-  double z = 1 / (ax * ax);
-  double p2 = ((((1.63153871373020978e-2 * z + 3.05326634961232344e-1) * z + 3.60344899949804439e-1) * z + 1.25781726111229246e-1) * z + 1.60837851487422766e-2) * z + 6.58749161529837803e-4;
-  double q2 = ((((z + 2.56852019228982242) * z + 1.87295284992346725) * z + 5.27905102951428412e-1) * z + 6.05183413124413191e-2) * z + 2.33520497626869185e-3;
-  double tail = 1 - (e / ax) * (0.564189583547756287 - (z * p2) / q2);
-  double r = ax < 4 ? mid : ax < 27 ? tail : 1;
-  r = x < 0 ? -r : r;
-  r = ax < 0.5 ? small : r;
-  return x != x ? x : r; /* NaN propagates (torch.erf), selected branch-free */
+static void sigmoid_block(double *o, const double *a, int n) {
+  double e[LOOM_BLOCK];
+  for (int i = 0; i < n; i++) e[i] = -a[i];
+  vmap(V_EXP, e, e, n);
+  for (int i = 0; i < n; i++) o[i] = 1 / (1 + e[i]);
 }
 
 static inline int truthy(double v) { return v != 0 && !isnan(v); }
@@ -141,33 +196,31 @@ static inline double js_min(double a, double b) {
   return signbit(a) ? a : b; /* equal: -0 wins over +0 */
 }
 
-/** o[i] = op(a[i], b[i], c[i]) for one block. */
-static void ew_apply(int op, double *restrict o, const double *restrict a, const double *restrict b,
-                     const double *restrict c, int n) {
+void ew_apply(int op, double *o, const double *a, const double *b, const double *c, int n) {
 #define MAP(expr) _Pragma("omp simd") for (int i = 0; i < n; i++) { double x = a[i]; (void)x; o[i] = (expr); } break;
 #define MAP2(expr) _Pragma("omp simd") for (int i = 0; i < n; i++) { double x = a[i], y = b[i]; o[i] = (expr); } break;
   switch (op) {
     case OP_neg: MAP(-x)
     case OP_abs: MAP(fabs(x))
     case OP_sign: MAP(js_sign(x))
-    case OP_exp: MAP(exp(x))
-    case OP_log: MAP(log(x))
-    case OP_log1p: MAP(log1p(x))
+    case OP_exp: vmap(V_EXP, o, a, n); break;
+    case OP_log: vmap(V_LOG, o, a, n); break;
+    case OP_log1p: vmap(V_LOG1P, o, a, n); break;
     case OP_sqrt: MAP(sqrt(x))
     case OP_rsqrt: MAP(1 / sqrt(x))
     case OP_reciprocal: MAP(1 / x)
-    case OP_sin: MAP(sin(x))
-    case OP_cos: MAP(cos(x))
-    case OP_tanh: MAP(tanh(x))
-    case OP_sigmoid: MAP(1 / (1 + exp(-x)))
+    case OP_sin: vmap(V_SIN, o, a, n); break;
+    case OP_cos: vmap(V_COS, o, a, n); break;
+    case OP_tanh: vmap(V_TANH, o, a, n); break;
+    case OP_sigmoid: sigmoid_block(o, a, n); break;
     case OP_relu: MAP(x > 0 || isnan(x) ? x : 0)
-    case OP_erf: MAP(erf_cody(x))
+    case OP_erf: erf_block(o, a, n); break;
     case OP_floor: MAP(floor(x))
     case OP_ceil: MAP(ceil(x))
     case OP_round: MAP(rint(x))
     case OP_isnan: MAP(isnan(x) ? 1 : 0)
     case OP_logical_not: MAP(truthy(x) ? 0 : 1)
-    case OP_contiguous: case OP_cast: if (o != a) memcpy(o, a, (size_t)n * 8); break;
+    case OP_contiguous: case OP_cast: if (o != a) memmove(o, a, (size_t)n * 8); break;
     case OP_add: MAP2(x + y)
     case OP_sub: MAP2(x - y)
     case OP_mul: MAP2(x * y)
@@ -192,8 +245,7 @@ static void ew_apply(int op, double *restrict o, const double *restrict a, const
 #undef MAP2
 }
 
-/** Round a block to what storing it as `dt` and loading it back gives (fused intermediates). */
-static void round_block(double *v, int dt, int n) {
+void round_block(double *v, int dt, int n) {
   switch (dt) {
     case DT_F64: return;
     case DT_F32: for (int i = 0; i < n; i++) v[i] = (float)v[i]; return;
@@ -204,107 +256,202 @@ static void round_block(double *v, int dt, int n) {
   }
 }
 
-/* ---- the strided tile loop ------------------------------------------------------------------- */
-typedef struct {
-  const loom_instr *I;
-  int nd;
-  int64_t shape[LOOM_MAXD];
-  int64_t st[LOOM_EW_MAXIN + 1][LOOM_MAXD]; /* [0] output, [1..] inputs (broadcast) */
-  int64_t base[LOOM_EW_MAXIN + 1];
-  int64_t tiles_per_row;
-  /* fused: program of (op, dtype, a, b, c) steps over registers; inputs are registers 0..nin-1 */
-  int nsteps;
-  const double *steps;
-} ew_ctx;
+/* ---- programs -------------------------------------------------------------------------------- */
+const double *prog_parse(const double *w, const double *end, prog_t *P, pcode *S, int nin) {
+  if (w >= end) return NULL;
+  P->nd = (int)w[0];
+  if (P->nd < 0 || P->nd > LOOM_MAXD || w + 1 + P->nd + 3 > end) return NULL;
+  for (int d = 0; d < P->nd; d++) P->shape[d] = (int64_t)w[1 + d];
+  w += 1 + P->nd;
+  P->nregs = (int)w[0];
+  P->ncode = (int)w[1];
+  P->out = (int)w[2];
+  w += 3;
+  if (P->ncode < 1 || P->ncode > LOOM_MAXCODE || P->nregs < 1 || P->nregs > LOOM_MAXCODE) return NULL;
+  for (int k = 0; k < P->ncode; k++) {
+    pcode *c = &S[k];
+    if (w + 2 > end) return NULL;
+    c->kind = (int)w[0];
+    c->dst = (int)w[1];
+    if (c->dst < 0 || c->dst >= P->nregs) return NULL;
+    if (c->kind == PC_LOAD) {
+      if (w + 4 + P->nd > end) return NULL;
+      c->input = (int)w[2];
+      c->off = (int64_t)w[3];
+      c->st = w + 4;
+      if (c->input < 0 || c->input >= nin) return NULL;
+      w += 4 + P->nd;
+    } else if (c->kind == PC_OP) {
+      if (w + 7 > end) return NULL;
+      c->op = (int)w[2];
+      c->dt = (int)w[3];
+      c->a = (int)w[4];
+      c->b = (int)w[5];
+      c->c = (int)w[6];
+      if (c->op < 0 || c->op >= OP_EW_END) return NULL;
+      if (c->a < 0 || c->a >= P->nregs || c->b < 0 || c->b >= P->nregs || c->c < 0 || c->c >= P->nregs) return NULL;
+      w += 7;
+    } else if (c->kind == PC_ACC) {
+      w += 2;
+    } else return NULL;
+  }
+  if (P->out < 0 || P->out >= P->ncode) return NULL;
+  P->code = S;
+  return w;
+}
 
-static void ew_tiles(void *vc, int64_t t0, int64_t t1) {
-  ew_ctx *C = vc;
-  const loom_instr *I = C->I;
-  int nin = I->nin, nd = C->nd;
+const double *prog_eval(const prog_t *P, const tdesc *ins, const int64_t *pos, const int64_t *dir, int n,
+                        const char *accp, int accdt, int64_t accpos, double *regs) {
+  for (int k = 0; k < P->ncode; k++) {
+    const pcode *c = &P->code[k];
+    double *o = regs + (size_t)c->dst * LOOM_BLOCK;
+    if (c->kind == PC_LOAD) {
+      const tdesc *t = &ins[c->input];
+      load_block(o, t->p, t->dt, pos[k], dir[k], n);
+    } else if (c->kind == PC_OP) {
+      ew_apply(c->op, o, regs + (size_t)c->a * LOOM_BLOCK, regs + (size_t)c->b * LOOM_BLOCK, regs + (size_t)c->c * LOOM_BLOCK, n);
+      round_block(o, c->dt, n);
+    } else {
+      load_block(o, accp, accdt, accpos, 1, n);
+    }
+  }
+  return regs + (size_t)P->code[P->out].dst * LOOM_BLOCK;
+}
+
+/* ---- running a program over its index space ---------------------------------------------------- */
+typedef struct {
+  const prog_t *P;
+  const tdesc *ins, *out;
+  const char *accp;
+  int accdt;
+  int nd, nops, nl;       /* operands: 0 out, 1..nl loads, nl+1 acc (when accp) */
+  int lcode[LOOM_MAXCODE];
+  int64_t shape[LOOM_MAXD];
+  int64_t st[LOOM_MAXCODE + 2][LOOM_MAXD];
+  int64_t base[LOOM_MAXCODE + 2];
+  int64_t tiles_per_row;
+} run_ctx;
+
+static void run_tiles(void *vc, int64_t t0, int64_t t1) {
+  run_ctx *C = vc;
+  const prog_t *P = C->P;
+  int nd = C->nd, nops = C->nops;
+  double *regs = loom_scratch(SCR_T0, (size_t)P->nregs * LOOM_BLOCK * 8);
+  int64_t *pos = loom_scratch(SCR_T1, (size_t)(2 * P->ncode + nops) * 8);
+  int64_t *dir = pos + P->ncode, *opos = dir + P->ncode;
   int64_t inner = C->shape[nd - 1];
-  int nregs = nin + (C->nsteps > 0 ? C->nsteps : 1);
-  double regs[nregs][LOOM_BLOCK];
+  for (int k = 0; k < C->nl; k++) dir[C->lcode[k]] = C->st[1 + k][nd - 1];
   for (int64_t t = t0; t < t1; t++) {
     int64_t row = t / C->tiles_per_row, j0 = (t % C->tiles_per_row) * LOOM_BLOCK;
     int n = (int)(inner - j0 < LOOM_BLOCK ? inner - j0 : LOOM_BLOCK);
-    int64_t pos[LOOM_EW_MAXIN + 1];
-    for (int k = 0; k <= nin; k++) pos[k] = C->base[k] + j0 * C->st[k][nd - 1];
+    for (int k = 0; k < nops; k++) opos[k] = C->base[k] + j0 * C->st[k][nd - 1];
     int64_t r = row;
-    for (int d = nd - 2; d >= 0; d--) {
+    for (int d = nd - 2; d >= 0 && r > 0; d--) {
       int64_t i = r % C->shape[d];
       r /= C->shape[d];
-      for (int k = 0; k <= nin; k++) pos[k] += i * C->st[k][d];
+      if (i) for (int k = 0; k < nops; k++) opos[k] += i * C->st[k][d];
     }
-    for (int k = 0; k < nin; k++) load_block(regs[k], I->in[k].p, I->in[k].dt, pos[k + 1], C->st[k + 1][nd - 1], n);
-    double *res;
-    if (C->nsteps == 0) {
-      res = regs[nin];
-      ew_apply(I->op, res, regs[0], nin > 1 ? regs[1] : regs[0], nin > 2 ? regs[2] : regs[0], n);
-    } else {
-      for (int s = 0; s < C->nsteps; s++) {
-        const double *w = C->steps + 5 * s;
-        double *o = regs[nin + s];
-        ew_apply((int)w[0], o, regs[(int)w[2]], regs[(int)w[3]], regs[(int)w[4]], n);
-        round_block(o, (int)w[1], n);
-      }
-      res = regs[nin + C->nsteps - 1];
-    }
-    store_block(I->out.p, I->out.dt, pos[0], C->st[0][nd - 1], res, n);
+    for (int k = 0; k < C->nl; k++) pos[C->lcode[k]] = opos[1 + k];
+    const double *res = prog_eval(P, C->ins, pos, dir, n, C->accp, C->accdt, C->accp ? opos[nops - 1] : 0, regs);
+    store_block(C->out->p, C->out->dt, opos[0], C->st[0][nd - 1], res, n);
   }
 }
 
-static int run_tiles(const loom_instr *I, int nsteps, const double *steps) {
-  ew_ctx C;
-  C.I = I;
-  C.nsteps = nsteps;
-  C.steps = steps;
+int prog_run(const prog_t *P, const tdesc *ins, const tdesc *out, const char *accp, int accdt) {
+  int64_t total = 1;
+  for (int d = 0; d < P->nd; d++) total *= P->shape[d];
+  if (total == 0) return 0;
+  if (out->nd != P->nd) { loom_set_error("program: output rank %d != program rank %d", out->nd, P->nd); return 1; }
+  run_ctx *C = loom_scratch(SCR_K3, sizeof(run_ctx));
+  C->P = P;
+  C->ins = ins;
+  C->out = out;
+  C->accp = accp;
+  C->accdt = accdt;
+  int nl = 0;
+  for (int k = 0; k < P->ncode; k++) if (P->code[k].kind == PC_LOAD) C->lcode[nl++] = k;
+  C->nl = nl;
+  C->nops = 1 + nl + (accp ? 1 : 0);
+  int nd = P->nd;
+  for (int d = 0; d < nd; d++) { C->shape[d] = P->shape[d]; C->st[0][d] = out->st[d]; }
+  C->base[0] = out->off;
+  for (int k = 0; k < nl; k++) {
+    const pcode *c = &P->code[C->lcode[k]];
+    for (int d = 0; d < nd; d++) C->st[1 + k][d] = (int64_t)c->st[d];
+    C->base[1 + k] = ins[c->input].off + c->off;
+  }
+  if (accp) {
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) { C->st[nl + 1][d] = s; s *= P->shape[d]; }
+    C->base[nl + 1] = 0;
+  }
+  if (nd == 0) {
+    /* a 0-d program: one element */
+    C->shape[0] = 1;
+    for (int k = 0; k < C->nops; k++) C->st[k][0] = 0;
+    nd = 1;
+  } else {
+    int64_t *sts[LOOM_MAXCODE + 2];
+    for (int k = 0; k < C->nops; k++) sts[k] = C->st[k];
+    nd = collapse_dims(nd, C->shape, C->nops, sts);
+  }
+  C->nd = nd;
+  int64_t inner = C->shape[nd - 1];
+  C->tiles_per_row = (inner + LOOM_BLOCK - 1) / LOOM_BLOCK;
+  int64_t tiles = (total / inner) * C->tiles_per_row;
+  int64_t work = (total / tiles) * (P->ncode + 1);
+  loom_parallel_for(tiles, (65536 + work - 1) / work, run_tiles, C);
+  return 0;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
+/** One registry elementwise op as a program: a load per input (broadcast to the output), the op. */
+int k_elementwise(const loom_instr *I) {
+  if (I->nin > 3) { loom_set_error("elementwise: %d inputs", I->nin); return 1; }
   const tdesc *o = &I->out;
   int nd = o->nd;
-  if (I->nin > LOOM_EW_MAXIN) { loom_set_error("elementwise: more than %d inputs", LOOM_EW_MAXIN); return 1; }
-  for (int d = 0; d < nd; d++) { C.shape[d] = o->shape[d]; C.st[0][d] = o->st[d]; }
-  C.base[0] = o->off;
+  double st[3][LOOM_MAXD];
+  pcode code[4];
   for (int k = 0; k < I->nin; k++) {
     const tdesc *x = &I->in[k];
     int off = nd - x->nd;
     for (int d = 0; d < nd; d++) {
       int xd = d - off;
-      C.st[k + 1][d] = (xd < 0 || (x->shape[xd] == 1 && o->shape[d] != 1)) ? 0 : x->st[xd];
+      st[k][d] = (xd < 0 || (x->shape[xd] == 1 && o->shape[d] != 1)) ? 0 : (double)x->st[xd];
     }
-    C.base[k + 1] = x->off;
+    code[k] = (pcode){PC_LOAD, k, k, 0, 0, 0, 0, 0, 0, st[k]};
   }
-  int64_t n = t_numel(o);
-  if (n == 0) return 0;
-  int64_t *sts[LOOM_EW_MAXIN + 1];
-  for (int k = 0; k <= I->nin; k++) sts[k] = C.st[k];
-  C.nd = collapse_dims(nd, C.shape, I->nin + 1, sts);
-  int64_t inner = C.shape[C.nd - 1];
-  C.tiles_per_row = (inner + LOOM_BLOCK - 1) / LOOM_BLOCK;
-  int64_t tiles = (n / inner) * C.tiles_per_row;
-  int64_t per_tile = n / tiles;
-  loom_parallel_for(tiles, (32768 + per_tile - 1) / per_tile, ew_tiles, &C);
-  return 0;
+  int n = I->nin;
+  code[n] = (pcode){PC_OP, n, 0, I->op, o->dt, 0, n > 1 ? 1 : 0, n > 2 ? 2 : 0, 0, NULL};
+  prog_t P;
+  P.nd = nd;
+  for (int d = 0; d < nd; d++) P.shape[d] = o->shape[d];
+  P.nregs = n + 1;
+  P.ncode = n + 1;
+  P.out = n;
+  P.code = code;
+  return prog_run(&P, I->in, o, NULL, 0);
 }
 
-int k_elementwise(const loom_instr *I) { return run_tiles(I, 0, NULL); }
-
-/**
- * A fused elementwise chain: attrs = [nsteps, (op, dtype, a, b, c) × nsteps]; registers
- * 0..nin-1 hold the inputs, step s writes register nin+s rounded to its dtype (so the chain
- * equals the unfused ops), the last step is the output.
- */
-int k_fused(const loom_instr *I) {
-  int nsteps = (int)I->attr[0];
-  if (nsteps < 1 || I->nattr != 1 + 5 * nsteps) { loom_set_error("fused: bad program"); return 1; }
-  return run_tiles(I, nsteps, I->attr + 1);
+/** fused_elementwise: attrs = program over the output's shape; inputs = its base buffers. */
+int k_fused_elementwise(const loom_instr *I) {
+  pcode *S = loom_scratch(SCR_K0, sizeof(pcode) * LOOM_MAXCODE);
+  prog_t P;
+  if (!prog_parse(I->attr, I->attr + I->nattr, &P, S, I->nin)) { loom_set_error("fused_elementwise: bad program"); return 1; }
+  return prog_run(&P, I->in, &I->out, NULL, 0);
 }
 
 /** dst = src with the js backend's conversions (both strided; shapes equal). */
 void copy_strided(const tdesc *dst, const tdesc *src) {
-  loom_instr I;
-  memset(&I, 0, sizeof(I));
-  I.op = OP_contiguous;
-  I.nin = 1;
-  I.out = *dst;
-  I.in[0] = *src;
-  run_tiles(&I, 0, NULL);
+  double st[LOOM_MAXD];
+  for (int d = 0; d < src->nd; d++) st[d] = (double)src->st[d];
+  pcode code[1] = {{PC_LOAD, 0, 0, 0, 0, 0, 0, 0, 0, st}};
+  prog_t P;
+  P.nd = src->nd;
+  for (int d = 0; d < P.nd; d++) P.shape[d] = src->shape[d];
+  P.nregs = 1;
+  P.ncode = 1;
+  P.out = 0;
+  P.code = code;
+  prog_run(&P, src, dst, NULL, 0);
 }

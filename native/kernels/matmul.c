@@ -1,12 +1,14 @@
 /*
- * matmul (batched, broadcast batch dims) and lora_linear (x Wᵀ + b + s·(x Aᵀ)Bᵀ as two GEMMs
- * into the same output, no W + s·B·A and no full-size intermediate).
+ * matmul (batched, broadcast batch dims), matmul with a fused elementwise epilogue, and LoRA
+ * linear (registry lora_linear and the compiler's fused_lora_linear: one kernel).
  *
  * float32/float64 operands go to sgemm/dgemm directly when their strides are a (possibly
- * transposed) row-major matrix, else they are packed first. Other dtypes (integers, halves) are
- * converted to double, multiplied in double (exact for integers below 2^53, as the reference)
- * and rounded on store. GEMM accumulates in the operands' precision, so float32 results agree
- * with the reference (double accumulation) within float32 rounding of the dot products.
+ * transposed) row-major matrix, else they are packed first (into per-thread scratch). Other dtypes
+ * (integers, halves) are converted to double, multiplied in double (exact for integers below
+ * 2^53, as the reference) and rounded on store. GEMM accumulates in the operands' precision, so
+ * float32 results agree with the reference (double accumulation) within float32 rounding of the
+ * dot products. Every product here goes through `matmul_into`, the eager matmul's own schedule,
+ * so fused kernels reproduce the unfused matmuls bit for bit.
  */
 #include <stdlib.h>
 
@@ -17,11 +19,10 @@ typedef struct {
   const char *p;   /* first element */
   int64_t ld;
   int trans;
-  void *owned;     /* packed copy to free */
 } mat;
 
-/** View rows×cols at element offset `off` with strides (rs, cs) as a BLAS operand, packing if needed. */
-static mat as_mat(const tdesc *t, int64_t off, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int dt) {
+/** View rows×cols at element offset `off` with strides (rs, cs) as a BLAS operand, packing into scratch `slot` if needed. */
+static mat as_mat(const tdesc *t, int64_t off, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int dt, int slot) {
   mat m = {0};
   int es = dt_size(dt);
   if (t->dt == dt) {
@@ -32,10 +33,15 @@ static mat as_mat(const tdesc *t, int64_t off, int64_t rows, int64_t cols, int64
       m.p = t->p + off * es; m.ld = cols <= 1 ? (rows > 1 ? rows : 1) : cs; m.trans = 1; return m;
     }
   }
-  char *buf = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * es);
+  char *buf = loom_scratch(slot, (size_t)(rows * cols > 0 ? rows * cols : 1) * es);
+  double row[LOOM_BLOCK];
   for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) store1(buf, dt, i * cols + j, load1(t->p, t->dt, off + i * rs + j * cs));
-  m.p = buf; m.ld = cols > 1 ? cols : 1; m.owned = buf;
+    for (int64_t j = 0; j < cols; j += LOOM_BLOCK) {
+      int n = (int)(cols - j < LOOM_BLOCK ? cols - j : LOOM_BLOCK);
+      load_block(row, t->p, t->dt, off + i * rs + j * cs, cs, n);
+      store_block(buf, dt, i * cols + j, 1, row, n);
+    }
+  m.p = buf; m.ld = cols > 1 ? cols : 1;
   return m;
 }
 
@@ -52,12 +58,11 @@ static void gemm_dt(int dt, const mat *a, const mat *b, int64_t M, int64_t N, in
 /** Offset of a column block j0 (or row block i0) inside a BLAS operand. */
 static mat shift(mat m, int64_t row0, int64_t col0, int es) {
   m.p += (m.trans ? row0 + col0 * m.ld : row0 * m.ld + col0) * es;
-  m.owned = NULL;
   return m;
 }
 
 typedef struct {
-  const loom_instr *I;
+  const tdesc *a, *b, *o;
   int64_t M, N, K, nbatch, chunks, csize;
   int split_n, dt; /* compute dtype: F32 or F64 */
   int nbd;
@@ -66,8 +71,7 @@ typedef struct {
 
 static void mm_tasks(void *vc, int64_t t0, int64_t t1) {
   mm_ctx *C = vc;
-  const loom_instr *I = C->I;
-  const tdesc *a = &I->in[0], *b = &I->in[1], *o = &I->out;
+  const tdesc *a = C->a, *b = C->b, *o = C->o;
   int es = dt_size(C->dt);
   int direct = o->dt == C->dt;
   for (int64_t t = t0; t < t1; t++) {
@@ -80,8 +84,8 @@ static void mm_tasks(void *vc, int64_t t0, int64_t t1) {
       bo += i * C->sb[d];
     }
     int64_t M = C->M, N = C->N, K = C->K;
-    mat A = as_mat(a, ao, M, K, a->st[a->nd - 2], a->st[a->nd - 1], C->dt);
-    mat B = as_mat(b, bo, K, N, b->st[b->nd - 2], b->st[b->nd - 1], C->dt);
+    mat A = as_mat(a, ao, M, K, a->st[a->nd - 2], a->st[a->nd - 1], C->dt, SCR_T2);
+    mat B = as_mat(b, bo, K, N, b->st[b->nd - 2], b->st[b->nd - 1], C->dt, SCR_T3);
     int64_t c0 = ch * C->csize, c1 = c0 + C->csize;
     int64_t lim = C->split_n ? N : M;
     if (c1 > lim) c1 = lim;
@@ -92,140 +96,170 @@ static void mm_tasks(void *vc, int64_t t0, int64_t t1) {
     if (direct) {
       gemm_dt(C->dt, &As, &Bs, m, n, K, 1, 0, o->p + (o->off + coff) * es, N);
     } else {
-      double *tmp = malloc(sizeof(double) * (m * n > 0 ? m * n : 1));
+      double *tmp = loom_scratch(SCR_T4, sizeof(double) * (size_t)(m * n > 0 ? m * n : 1));
       gemm_dt(DT_F64, &As, &Bs, m, n, K, 1, 0, (char *)tmp, n);
-      for (int64_t i = 0; i < m; i++) store_block(o->p, o->dt, o->off + coff + i * N, 1, tmp + i * n, (int)n);
-      free(tmp);
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j += LOOM_BLOCK) {
+          int w = (int)(n - j < LOOM_BLOCK ? n - j : LOOM_BLOCK);
+          store_block(o->p, o->dt, o->off + coff + i * N + j, 1, tmp + i * n + j, w);
+        }
     }
-    free(A.owned);
-    free(B.owned);
   }
 }
 
-/** a [..., M, K] @ b [..., K, N] -> out [..., M, N] (dense). */
-int k_matmul(const loom_instr *I) {
-  const tdesc *a = &I->in[0], *b = &I->in[1], *o = &I->out;
-  mm_ctx C;
-  C.I = I;
-  C.M = o->shape[o->nd - 2];
-  C.N = o->shape[o->nd - 1];
-  C.K = a->shape[a->nd - 1];
-  C.dt = (a->dt == DT_F32 && b->dt == DT_F32 && o->dt == DT_F32) ? DT_F32 : DT_F64;
-  C.nbd = o->nd - 2;
-  C.nbatch = 1;
-  for (int d = 0; d < C.nbd; d++) {
-    C.bshape[d] = o->shape[d];
-    C.nbatch *= o->shape[d];
+/** Batch layout and the column/row chunking of a product (the same for every caller). */
+static void mm_setup(mm_ctx *C, const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch_sched) {
+  C->a = a;
+  C->b = b;
+  C->o = o;
+  C->M = o->shape[o->nd - 2];
+  C->N = o->shape[o->nd - 1];
+  C->K = a->shape[a->nd - 1];
+  C->dt = (a->dt == DT_F32 && b->dt == DT_F32 && o->dt == DT_F32) ? DT_F32 : DT_F64;
+  C->nbd = o->nd - 2;
+  C->nbatch = 1;
+  for (int d = 0; d < C->nbd; d++) {
+    C->bshape[d] = o->shape[d];
+    C->nbatch *= o->shape[d];
     int da = d - (o->nd - a->nd), db = d - (o->nd - b->nd);
-    C.sa[d] = (da < 0 || a->shape[da] == 1) ? 0 : a->st[da];
-    C.sb[d] = (db < 0 || b->shape[db] == 1) ? 0 : b->st[db];
+    C->sa[d] = (da < 0 || a->shape[da] == 1) ? 0 : a->st[da];
+    C->sb[d] = (db < 0 || b->shape[db] == 1) ? 0 : b->st[db];
   }
-  if (C.nbatch == 0 || C.M == 0 || C.N == 0) return 0;
-  /* split one big product over the pool by columns (or rows when N is small) */
-  double flops = 2.0 * C.M * C.N * C.K;
+  if (nbatch_sched < 0) nbatch_sched = C->nbatch;
+  double flops = 2.0 * C->M * C->N * C->K;
   int nt = loom_nthreads();
-  C.split_n = C.N >= C.M;
-  int64_t len = C.split_n ? C.N : C.M;
-  C.chunks = 1;
-  if (C.nbatch < nt && flops * C.nbatch > 4e6) C.chunks = (nt + C.nbatch - 1) / C.nbatch;
-  C.csize = (len + C.chunks - 1) / C.chunks;
-  if (C.chunks > 1 && C.csize >= 16) C.csize = (C.csize + 15) / 16 * 16; /* keep SIMD-width column blocks */
-  C.chunks = (len + C.csize - 1) / C.csize;
+  C->split_n = C->N >= C->M;
+  int64_t len = C->split_n ? C->N : C->M;
+  C->chunks = 1;
+  if (nbatch_sched < nt && flops * nbatch_sched > 4e6) C->chunks = (nt + nbatch_sched - 1) / nbatch_sched;
+  C->csize = (len + C->chunks - 1) / C->chunks;
+  if (C->chunks > 1 && C->csize >= 16) C->csize = (C->csize + 15) / 16 * 16; /* keep SIMD-width column blocks */
+  if (C->csize < 1) C->csize = 1;
+  C->chunks = (len + C->csize - 1) / C->csize;
+}
+
+void matmul_entry(const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch) {
+  mm_ctx C;
+  mm_setup(&C, a, b, o, nbatch);
+  if (C.nbatch == 0 || C.M == 0 || C.N == 0) return;
+  mm_tasks(&C, 0, C.nbatch * C.chunks);
+}
+
+int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o) {
+  mm_ctx C;
+  mm_setup(&C, a, b, o, -1);
+  if (C.nbatch == 0 || C.M == 0 || C.N == 0) return 0;
+  double flops = 2.0 * C.M * C.N * C.K;
   int64_t tasks = C.nbatch * C.chunks;
   loom_parallel_for(tasks, flops < 4e6 ? (int64_t)(4e6 / (flops + 1)) + 1 : 1, mm_tasks, &C);
   return 0;
 }
 
-/* ---- lora_linear ------------------------------------------------------------------------------ */
+/** a [..., M, K] @ b [..., K, N] -> out [..., M, N] (dense). */
+int k_matmul(const loom_instr *I) { return matmul_into(&I->in[0], &I->in[1], &I->out); }
+
+/**
+ * fused_matmul: attrs = [product dtype, nd, product shape..., epilogue]; inputs [a, b, ...loads].
+ * The product goes into the output itself when the dtypes agree (the epilogue reads each element
+ * before its tile overwrites it), else into scratch.
+ */
+int k_fused_matmul(const loom_instr *I) {
+  const double *w = I->attr, *end = I->attr + I->nattr;
+  int pdt = (int)w[0], nd = (int)w[1];
+  if (nd < 2 || nd > LOOM_MAXD) { loom_set_error("fused_matmul: bad attrs"); return 1; }
+  int64_t shape[LOOM_MAXD], n = 1;
+  for (int d = 0; d < nd; d++) { shape[d] = (int64_t)w[2 + d]; n *= shape[d]; }
+  w += 2 + nd;
+  pcode *S = loom_scratch(SCR_K0, sizeof(pcode) * LOOM_MAXCODE);
+  prog_t epi;
+  if (!prog_parse(w, end, &epi, S, I->nin)) { loom_set_error("fused_matmul: bad program"); return 1; }
+  int inplace = pdt == I->out.dt && I->out.off == 0;
+  void *p = inplace ? I->out.p : loom_scratch(SCR_K1, (size_t)(n > 0 ? n : 1) * dt_size(pdt));
+  tdesc prod = dense_desc(p, pdt, nd, shape);
+  if (matmul_into(&I->in[0], &I->in[1], &prod)) return 1;
+  return prog_run(&epi, I->in, &I->out, (const char *)p, pdt);
+}
+
+/* ---- LoRA linear -------------------------------------------------------------------------------- */
+/** The transposed view of a 2-D operand (W [out, in] -> Wᵀ [in, out]). */
+static tdesc transposed(const tdesc *t) {
+  tdesc v = *t;
+  v.shape[0] = t->shape[1]; v.shape[1] = t->shape[0];
+  v.st[0] = t->st[1]; v.st[1] = t->st[0];
+  return v;
+}
+
 typedef struct {
-  const loom_instr *I;
-  int64_t M, fin, fout, r, rows;
-  int dt, has_bias;
-  double scaling;
-  mat X, W, A, B;
-  char *H; /* [M, r] in dt */
+  const char *Y, *Dl, *bias;
+  int dt, bdt;
+  int64_t N, bst;
+  double s;
+  char *out;
+  int odt;
+  int has_bias;
 } lora_ctx;
 
-static void lora_rows(void *vc, int64_t i0, int64_t i1) {
+/** out = R(R(Y + b) + R(Dl · s)) row by row (R: rounding to the dtype, as the unfused ops store). */
+static void lora_rows(void *vc, int64_t r0, int64_t r1) {
   lora_ctx *C = vc;
-  const loom_instr *I = C->I;
-  const tdesc *o = &I->out;
-  int es = dt_size(C->dt);
-  int64_t m = i1 - i0;
-  mat Xs = shift(C->X, i0, 0, es);
-  int direct = o->dt == C->dt;
-  char *Y = direct ? o->p + (o->off + i0 * C->fout) * es : malloc((size_t)(m * C->fout) * es);
-  char *H = C->H + i0 * C->r * es;
-  mat Hm = {H, C->r > 0 ? C->r : 1, 0, NULL};
-  gemm_dt(C->dt, &Xs, &C->W, m, C->fout, C->fin, 1, 0, Y, C->fout);        /* Y = x Wᵀ */
-  gemm_dt(C->dt, &Xs, &C->A, m, C->r, C->fin, 1, 0, H, C->r);              /* H = x Aᵀ */
-  gemm_dt(C->dt, &Hm, &C->B, m, C->fout, C->r, C->scaling, 1, Y, C->fout); /* Y += s H Bᵀ */
-  if (C->has_bias) {
-    const tdesc *b = &I->in[4];
-    double bias[LOOM_BLOCK];
-    for (int64_t j0 = 0; j0 < C->fout; j0 += LOOM_BLOCK) {
-      int n = (int)(C->fout - j0 < LOOM_BLOCK ? C->fout - j0 : LOOM_BLOCK);
-      load_block(bias, b->p, b->dt, b->off + j0 * b->st[0], b->st[0], n);
-      for (int64_t i = 0; i < m; i++) {
-        if (C->dt == DT_F32) { float *y = (float *)Y + i * C->fout + j0; for (int j = 0; j < n; j++) y[j] += (float)bias[j]; }
-        else { double *y = (double *)Y + i * C->fout + j0; for (int j = 0; j < n; j++) y[j] += bias[j]; }
+  double y[LOOM_BLOCK], d[LOOM_BLOCK], b[LOOM_BLOCK];
+  for (int64_t r = r0; r < r1; r++) {
+    for (int64_t j = 0; j < C->N; j += LOOM_BLOCK) {
+      int n = (int)(C->N - j < LOOM_BLOCK ? C->N - j : LOOM_BLOCK);
+      int64_t at = r * C->N + j;
+      load_block(y, C->Y, C->dt, at, 1, n);
+      load_block(d, C->Dl, C->dt, at, 1, n);
+      for (int i = 0; i < n; i++) d[i] = d[i] * C->s;
+      round_block(d, C->dt, n);
+      if (C->has_bias) {
+        load_block(b, C->bias, C->bdt, j * C->bst, C->bst, n);
+        for (int i = 0; i < n; i++) y[i] = y[i] + b[i];
+        round_block(y, C->dt, n);
       }
+      for (int i = 0; i < n; i++) y[i] = y[i] + d[i];
+      store_block(C->out, C->odt, at, 1, y, n);
     }
-  }
-  if (!direct) {
-    double row[LOOM_BLOCK];
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j0 = 0; j0 < C->fout; j0 += LOOM_BLOCK) {
-        int n = (int)(C->fout - j0 < LOOM_BLOCK ? C->fout - j0 : LOOM_BLOCK);
-        load_block(row, Y, C->dt, i * C->fout + j0, 1, n);
-        store_block(o->p, o->dt, o->off + (i0 + i) * C->fout + j0, 1, row, n);
-      }
-    free(Y);
   }
 }
 
-/** inputs [x, W, A, B(, b)]; attrs = [scaling, has_bias]. */
+/**
+ * lora_linear: inputs [x, W, A, B(, b)], attrs [scaling, has_bias];
+ * fused_lora_linear: inputs [x, Wᵀ, Aᵀ, Bᵀ, s(, b)], attrs [has_bias] (s a 0-d tensor).
+ * Both compute the decomposition (x Wᵀ [+ b]) + ((x Aᵀ) Bᵀ)·s with each product and sum rounded
+ * as its own op (src/graph/ops/lora.ts): the three products through matmul_into (x Wᵀ straight
+ * into the output), then one pass adding the bias and the scaled low-rank update.
+ */
 int k_lora_linear(const loom_instr *I) {
-  const tdesc *x = &I->in[0], *W = &I->in[1], *A = &I->in[2], *B = &I->in[3];
-  lora_ctx C;
-  C.I = I;
-  C.scaling = I->attr[0];
-  C.has_bias = I->attr[1] != 0;
-  C.fin = x->shape[x->nd - 1];
-  C.fout = W->shape[0];
-  C.r = A->shape[0];
-  C.M = C.fin > 0 ? t_numel(x) / C.fin : t_numel(&I->out) / (C.fout > 0 ? C.fout : 1);
-  if (C.M == 0 || C.fout == 0) return 0;
-  C.dt = x->dt == DT_F32 ? DT_F32 : DT_F64;
-  int es = dt_size(C.dt);
-  /* x as [M, fin]: dense rows when its leading dims collapse, else packed */
-  tdesc xf = *x;
-  int64_t *sp[1] = {xf.st};
-  int nd = collapse_dims(x->nd - 1, xf.shape, 1, sp);
-  int64_t xrs = nd == 1 ? xf.st[0] : -1;
-  if (xrs < 0 || (C.M > 1 && x->nd > 1 && xf.shape[0] != C.M)) {
-    /* leading dims not expressible with one row stride: pack x densely */
-    char *buf = malloc((size_t)(C.M * C.fin > 0 ? C.M * C.fin : 1) * es);
-    tdesc d = {buf, C.dt, x->nd, 0, {0}, {0}};
-    int64_t s = 1;
-    for (int i = x->nd - 1; i >= 0; i--) { d.shape[i] = x->shape[i]; d.st[i] = s; s *= x->shape[i]; }
-    copy_strided(&d, x);
-    C.X = (mat){buf, C.fin > 0 ? C.fin : 1, 0, buf};
-  } else {
-    C.X = as_mat(x, x->off, C.M, C.fin, xrs, x->st[x->nd - 1], C.dt);
+  int fused = I->op == OP_fused_lora_linear;
+  const tdesc *o = &I->out;
+  tdesc x = I->in[0];
+  tdesc Wt = fused ? I->in[1] : transposed(&I->in[1]);
+  tdesc At = fused ? I->in[2] : transposed(&I->in[2]);
+  tdesc Bt = fused ? I->in[3] : transposed(&I->in[3]);
+  int has_bias = fused ? I->attr[0] != 0 : I->attr[1] != 0;
+  const tdesc *bias = has_bias ? &I->in[fused ? 5 : 4] : NULL;
+  int D = o->dt;
+  double s = fused ? load1(I->in[4].p, I->in[4].dt, I->in[4].off) : I->attr[0];
+  if (!fused) { double t[1] = {s}; round_block(t, D, 1); s = t[0]; }
+  tdesc out = *o;
+  if (x.nd == 1) { /* x [in] as [1, in] */
+    x.nd = 2; x.shape[1] = x.shape[0]; x.st[1] = x.st[0]; x.shape[0] = 1; x.st[0] = 0;
+    out.nd = 2; out.shape[1] = out.shape[0]; out.st[1] = out.st[0]; out.shape[0] = 1; out.st[0] = 0;
   }
-  C.W = as_mat(W, W->off, C.fin, C.fout, W->st[1], W->st[0], C.dt); /* Wᵀ [in, out] */
-  C.A = as_mat(A, A->off, C.fin, C.r, A->st[1], A->st[0], C.dt);    /* Aᵀ [in, r] */
-  C.B = as_mat(B, B->off, C.r, C.fout, B->st[1], B->st[0], C.dt);   /* Bᵀ [r, out] */
-  C.H = malloc((size_t)(C.M * (C.r > 0 ? C.r : 1)) * es);
-  double flops = 2.0 * C.M * C.fout * (C.fin + C.r);
-  int nt = loom_nthreads();
-  int64_t grain = flops < 4e6 ? C.M : (C.M + nt - 1) / nt;
-  loom_parallel_for(C.M, grain, lora_rows, &C);
-  free(C.H);
-  free(C.X.owned);
-  free(C.W.owned);
-  free(C.A.owned);
-  free(C.B.owned);
+  int64_t N = out.shape[out.nd - 1], r = At.shape[At.nd - 1], n = t_numel(&out);
+  if (n == 0) return 0;
+  int64_t hshape[LOOM_MAXD];
+  for (int d = 0; d < out.nd; d++) hshape[d] = out.shape[d];
+  hshape[out.nd - 1] = r;
+  void *hp = loom_scratch(SCR_K1, (size_t)((n / N) * (r > 0 ? r : 1)) * dt_size(D));
+  void *dp = loom_scratch(SCR_K5, (size_t)n * dt_size(D));
+  tdesc H = dense_desc(hp, D, out.nd, hshape), Dl = dense_desc(dp, D, out.nd, out.shape);
+  if (matmul_into(&x, &Wt, &out)) return 1;   /* Y = x Wᵀ, in the output */
+  if (matmul_into(&x, &At, &H)) return 1;     /* H = x Aᵀ */
+  if (matmul_into(&H, &Bt, &Dl)) return 1;    /* Dl = H Bᵀ */
+  lora_ctx C = {o->p + (size_t)o->off * dt_size(D), dp, bias ? bias->p : NULL, D, bias ? bias->dt : 0, N,
+                bias ? bias->st[0] : 0, s, o->p + (size_t)o->off * dt_size(o->dt), o->dt, has_bias};
+  if (bias) C.bias = bias->p + (size_t)bias->off * dt_size(bias->dt);
+  loom_parallel_for(n / N, 16384 / N + 1, lora_rows, &C);
   return 0;
 }

@@ -69,6 +69,12 @@ export interface Backend {
    * plan calls `run` and copies the result into its buffer.
    */
   prepare?(op: OpDef, inputs: readonly InputLayout[], attrs: unknown, shape: readonly number[], dtype: DType): PreparedKernel;
+  /**
+   * A dense, uninitialized host buffer for a compiled plan's outputs (native: pooled memory that
+   * the plan's asynchronous command buffer writes; reading its `data` waits for the plan).
+   * Absent: a fresh zeroed buffer.
+   */
+  allocOutput?(dtype: DType, shape: readonly number[]): TensorData;
 }
 
 /**

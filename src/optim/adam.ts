@@ -4,6 +4,7 @@
  */
 import { zeros_like } from "../lazy/creation.ts";
 import { backendFor } from "../lazy/device.ts";
+import { beforeWrite } from "../lazy/lazy_tensor.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { Optimizer, type ParamGroup, type ParamsInput } from "./optimizer.ts";
@@ -85,9 +86,13 @@ export class Adam extends Optimizer<AdamHyperparams> {
       const exp_avg_sq = state.exp_avg_sq as Tensor;
       const step = (state.step as number) + 1;
       state.step = step;
-      // devices with a fused AdamW kernel (webgpu) do the whole update in one pass
+      // devices with a fused AdamW kernel (webgpu, native) do the whole update in one pass
       const fused = decoupled && !amsgrad ? backendFor(p.device).adamw : undefined;
-      if (fused?.call(backendFor(p.device), { p: p._d, g: g._d, m: exp_avg._d, v: exp_avg_sq._d, lr, beta1, beta2, eps, weight_decay, step, maximize })) continue;
+      if (fused) {
+        // p, m, v are written in place: pending lazy graphs reading host buffers keep the old values
+        if (p.device === "cpu") for (const t of [p, exp_avg, exp_avg_sq]) beforeWrite(t._d.data);
+        if (fused.call(backendFor(p.device), { p: p._d, g: g._d, m: exp_avg._d, v: exp_avg_sq._d, lr, beta1, beta2, eps, weight_decay, step, maximize })) continue;
+      }
       if (decoupled) p.mul_(1 - lr * weight_decay);
       else if (weight_decay !== 0) grad = grad.add(p, { alpha: weight_decay });
       exp_avg.mul_(beta1).add_(grad, { alpha: 1 - beta1 });

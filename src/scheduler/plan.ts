@@ -218,7 +218,7 @@ export class CompiledPlan {
       this.bindWorkspace();
       for (let s = 0; s < this.slots.length; s++) {
         const sl = this.slots[s]!;
-        if (sl.kind === "own") B[s] = this.backend.deviceMemory?.alloc(sl.dtype, sl.shape) ?? allocData(sl.dtype, sl.shape);
+        if (sl.kind === "own") B[s] = this.backend.deviceMemory?.alloc(sl.dtype, sl.shape) ?? this.backend.allocOutput?.(sl.dtype, sl.shape) ?? allocData(sl.dtype, sl.shape);
         else if (sl.kind === "ws") B[s] = this.wsViews[s]!;
       }
     }

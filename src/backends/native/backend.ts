@@ -1,23 +1,32 @@
 /**
- * The native backend: registry ops run as C kernels (native/) through bun:ffi.
+ * The native backend: registry ops and the graph compiler's fused ops run as C kernels (native/)
+ * through bun:ffi.
  *
- * Buffers are the same JS typed arrays the js backend uses (GC-managed: nothing to free), passed
- * by address. An eager op is one synchronous FFI call with a one-instruction command buffer; a
- * batch of steps (a realize) is serialized into one command buffer and submitted with ONE FFI
- * call: the shim runs it on its own threads while JavaScript goes on, and the returned
- * submission resolves a promise (or is waited for synchronously) when it has finished.
+ * Eager ops: one synchronous FFI call each, with a one-instruction command buffer.
+ * Compiled plans: `prepare` returns kernels that append their instruction to the open batch, and
+ * `flush` (the scheduler calls it once at the end of a realize) submits the batch as ONE command
+ * buffer: the shim runs it on its executor thread while JavaScript goes on. The plan's outputs
+ * (`alloc`) are pending until then: reading their `data` waits (a synchronous wait for
+ * item()/tolist()), `read()` returns the completion promise for `await t.data()`, and the shim
+ * runs everything in submission order, so later eager ops and plans may use them at once.
+ * Buffers are JS typed arrays, large ones over pooled native memory (memory.ts); the plan's
+ * transients live in the scheduler's one reused workspace per device.
  * Views stay stride arithmetic in TypeScript. Ops the shim lacks, and corner cases it does not
  * take (more than 16 dims, empty tensors), run on the js backend.
  */
+import { FUSED_OPS, OPS } from "../../graph/registry.ts";
 import type { OpDef } from "../../graph/op.ts";
 import type { DType } from "../../tensor/dtype.ts";
 import { LoomIndexError } from "../../tensor/errors.ts";
-import { numel } from "../../tensor/shape.ts";
-import { allocData, toContiguous, type TensorData } from "../../tensor/storage.ts";
-import type { BatchBackend, BatchStep, FusedStep, Submission } from "../backend.ts";
+import { isContiguous, numel } from "../../tensor/shape.ts";
+import { toContiguous, type TensorData } from "../../tensor/storage.ts";
+import type { AdamWStep, BatchBackend, BatchStep, InputLayout, PreparedKernel, Submission } from "../backend.ts";
 import { jsBackend } from "../js/backend.ts";
 import { cstr, loadNative, type NativeLib } from "./ffi.ts";
-import { attrEncoder, DTYPE_CODE, MAX_DIMS, MAX_EW_INPUTS, MAX_INPUTS, ProgramWriter } from "./program.ts";
+import { HostMemory, pendingData, pendingOf, type PendingState } from "./memory.ts";
+import {
+  chainProgram, encodeAttrs, encodeProgram, MAX_DIMS, MAX_INPUTS, ProgramWriter, rawData,
+} from "./program.ts";
 
 /** Counters for tests and benchmarks. */
 export interface NativeStats {
@@ -29,8 +38,13 @@ export interface NativeStats {
   submits: number;
   /** Ops that ran on the js backend instead. */
   fallbacks: number;
-  byOp: Map<string, number>;
+  /** Ops run per name (a fresh Map on each read). */
+  readonly byOp: Map<string, number>;
 }
+
+/** Command buffers that may be queued at once; the next flush waits for the oldest. */
+const MAX_IN_FLIGHT = 8;
+const NO_ATTRS: readonly number[] = [];
 
 function nativeError(msg: string): Error {
   return /out of bounds|non-zero size/.test(msg) ? new LoomIndexError(msg) : new Error(`[native] ${msg}`);
@@ -38,31 +52,38 @@ function nativeError(msg: string): Error {
 
 /** A submitted command buffer. `done` resolves when it has run; `wait()` blocks until then. */
 class NativeSubmission implements Submission {
-  readonly done: Promise<void>;
   private finished = false;
-  private resolve!: () => void;
-  private reject!: (e: Error) => void;
+  private error: Error | null = null;
+  private promise: Promise<void> | null = null;
 
   constructor(private readonly lib: NativeLib, private handle: ReturnType<NativeLib["sym"]["loom_submit"]> | null,
-    private prog: ProgramWriter | null) {
-    this.done = new Promise<void>((res, rej) => { this.resolve = res; this.reject = rej; });
-    this.done.catch(() => {}); // a sync wait() reports the error; an unawaited promise must not crash
-    if (handle) this.poll();
-    else this.finish(-1, "");
+    private prog: ProgramWriter | null, private readonly onFinish: (w: ProgramWriter) => void = () => {}) {
+    if (!handle) this.finish(-1, "");
+  }
+
+  /** Settles when the shim has finished (polled on the event loop once someone asks). */
+  get done(): Promise<void> {
+    if (!this.promise) {
+      this.promise = new Promise<void>((res, rej) => {
+        const poll = (delay: number) => {
+          if (!this.finished && this.lib.sym.loom_done(this.handle!) === 1) this.collect();
+          if (this.finished) {
+            if (this.error) rej(this.error);
+            else res();
+            return;
+          }
+          setTimeout(() => poll(Math.min(4, delay + 0.25)), delay);
+        };
+        poll(0);
+      });
+      this.promise.catch(() => {}); // a sync wait() reports the error; an unawaited promise must not crash
+    }
+    return this.promise;
   }
 
   /** Whether the shim has finished (a cheap load of its completion word). */
   get isDone(): boolean {
     return this.finished || (this.handle !== null && this.lib.sym.loom_done(this.handle) === 1);
-  }
-
-  /** Check the completion word on the event loop: returns at once, resolves `done` when it is set. */
-  private poll(delay = 0): void {
-    setTimeout(() => {
-      if (this.finished) return;
-      if (this.lib.sym.loom_done(this.handle!) === 1) this.collect();
-      else this.poll(Math.min(4, delay + 0.25));
-    }, delay);
   }
 
   private collect(): void {
@@ -74,30 +95,64 @@ class NativeSubmission implements Submission {
     this.finish(failed, msg);
   }
 
-  private error: Error | null = null;
-
   private finish(failed: number, msg: string): void {
     this.finished = true;
+    if (this.prog) this.onFinish(this.prog);
     this.prog = null; // buffers may now be collected
-    if (failed >= 0) {
-      this.error = nativeError(msg);
-      this.reject(this.error);
-    } else this.resolve();
+    if (failed >= 0) this.error = nativeError(msg);
   }
 
-  /** Block until the command buffer has run (for item()/tolist() and synchronous realize). */
+  /** Block until the command buffer has run (for item()/tolist() and synchronous reads). */
   wait(): void {
     if (!this.finished) this.collect();
     if (this.error) throw this.error;
   }
 }
 
+/** The batch a compiled plan records into, and what its pending outputs wait for. */
+class Batch implements PendingState {
+  open = true;
+  sub: NativeSubmission | null = null;
+  constructor(readonly writer: ProgramWriter, private readonly backend: NativeBackend) {}
+  wait(): void {
+    if (this.open) this.backend.flush();
+    this.sub?.wait();
+  }
+  done(): Promise<void> {
+    if (this.open) this.backend.flush();
+    return this.sub ? this.sub.done : Promise.resolve();
+  }
+}
+
 export class NativeBackend implements BatchBackend {
   readonly name = "native";
-  readonly stats: NativeStats = { ops: 0, execs: 0, submits: 0, fallbacks: 0, byOp: new Map() };
+  readonly memory: HostMemory;
+  /** Instructions run per opcode (eager and batched), for `stats.byOp`. */
+  private readonly counts: Float64Array;
+  private readonly other = new Map<string, number>();
+  readonly stats: NativeStats;
   private readonly eager = new ProgramWriter(256);
+  private batch: Batch | null = null;
+  private inflight: NativeSubmission[] = [];
+  private readonly writers: ProgramWriter[] = [];
+  /** Fused ops with a native kernel: the graph compiler fuses for native. */
+  readonly fusedOps: readonly string[];
 
-  constructor(readonly lib: NativeLib) {}
+  constructor(readonly lib: NativeLib) {
+    this.memory = new HostMemory(lib);
+    this.counts = new Float64Array(lib.opcodes.size);
+    const names = [...lib.opcodes.keys()];
+    const counts = this.counts, other = this.other;
+    this.stats = {
+      ops: 0, execs: 0, submits: 0, fallbacks: 0,
+      get byOp() {
+        const m = new Map(other);
+        counts.forEach((c, i) => { if (c) m.set(names[i]!, (m.get(names[i]!) ?? 0) + c); });
+        return m;
+      },
+    };
+    this.fusedOps = Object.keys(FUSED_OPS).filter((n) => lib.opcodes.has(n));
+  }
 
   /** Whether the shim has a kernel for this op (views are always handled, in TypeScript). */
   supports(op: OpDef): boolean {
@@ -105,108 +160,239 @@ export class NativeBackend implements BatchBackend {
   }
 
   /** Whether this application can run natively (else it goes to the js backend). */
-  private native(op: OpDef, inputs: readonly TensorData[], shape: readonly number[]): boolean {
-    const opcode = this.lib.opcodes.get(op.name);
-    if (opcode === undefined || numel(shape) === 0) return false;
-    const maxIn = op.kind === "elementwise" ? MAX_EW_INPUTS : MAX_INPUTS;
-    if (inputs.length > maxIn || shape.length > MAX_DIMS) return false;
-    for (const x of inputs) if (x.shape.length > MAX_DIMS || numel(x.shape) === 0) return false;
+  private fits(op: OpDef, inputs: readonly InputLayout[] | readonly TensorData[], shape: readonly number[]): boolean {
+    if (shape.length > MAX_DIMS || inputs.length > MAX_INPUTS || numel(shape) === 0) return false;
+    const ew = op.kind === "elementwise";
+    for (let k = 0; k < inputs.length; k++) {
+      const s = inputs[k]!.shape;
+      if (s.length > MAX_DIMS || (!ew && numel(s) === 0)) return false;
+    }
     return true;
   }
 
-  private count(op: OpDef): void {
+  private countOther(name: string): void {
     this.stats.ops++;
-    this.stats.byOp.set(op.name, (this.stats.byOp.get(op.name) ?? 0) + 1);
+    this.other.set(name, (this.other.get(name) ?? 0) + 1);
   }
 
   run(op: OpDef, inputs: readonly TensorData[], attrs: any, shape: readonly number[], dtype: DType): TensorData {
     if (op.kind === "view") {
-      this.count(op);
+      this.countOther(op.name);
       const v = op.ref(inputs[0]!, attrs) ?? op.ref(this.contiguous(inputs[0]!), attrs);
       if (!v) throw new Error(`[${op.name}] view failed on a contiguous input`);
       return v;
     }
-    if (!this.native(op, inputs, shape)) {
+    const code = this.lib.opcodes.get(op.name);
+    if (code === undefined || !this.fits(op, inputs, shape)) {
       this.stats.fallbacks++;
       return jsBackend.run(op, inputs, attrs, shape, dtype);
     }
-    const out = allocData(dtype, shape);
-    this.count(op);
-    this.stats.execs++;
+    if (this.batch !== null) this.flush(); // never interleave with a plan being recorded
+    const out = this.memory.alloc(dtype, shape);
     const w = this.eager;
-    w.reset();
-    w.instr(this.lib.opcodes.get(op.name)!, attrEncoder(op).call(null, attrs, inputs), out, inputs);
-    const failed = this.lib.sym.loom_exec(w.buf, w.n);
-    if (failed >= 0) throw nativeError(cstr(this.lib.sym.loom_error()));
+    w.n = 0;
+    w.count = 0;
+    w.instr(code, op.kind === "elementwise" ? NO_ATTRS : encodeAttrs(op, attrs, inputs, this.lib.opcodes), out, inputs);
+    this.counts[code]!++;
+    this.stats.ops++;
+    this.stats.execs++;
+    if (this.lib.sym.loom_exec(w.bufAddr, w.n) >= 0) throw nativeError(cstr(this.lib.sym.loom_error()));
     return out;
   }
 
   private contiguous(x: TensorData): TensorData {
-    const out = allocData(x.dtype, x.shape);
-    if (numel(x.shape) === 0) return out;
-    if (x.shape.length > MAX_DIMS) return toContiguous(x);
-    const w = new ProgramWriter(64);
-    w.instr(this.lib.opcodes.get("contiguous")!, [], out, [x]);
-    if (this.lib.sym.loom_exec(w.buf, w.n) >= 0) throw nativeError(cstr(this.lib.sym.loom_error()));
-    return out;
+    if (numel(x.shape) === 0 || x.shape.length > MAX_DIMS) return toContiguous(x);
+    return this.run(OPS.contiguous, [x], {}, x.shape, x.dtype);
   }
 
+  // ---- compiled plans -------------------------------------------------------------------------------
+  /**
+   * A kernel for a compiled plan: appends its instruction to the open batch (submitted by
+   * `flush`). Ops the shim cannot take get a kernel that waits for the batch so far and runs the
+   * js backend's kernel.
+   */
+  prepare(op: OpDef, inputs: readonly InputLayout[], attrs: unknown, shape: readonly number[], dtype: DType): PreparedKernel {
+    if (op.kind === "view") throw new Error(`[${op.name}] views are resolved by the plan, not run`);
+    const code = this.lib.opcodes.get(op.name);
+    let words: number[] | null = null;
+    if (code !== undefined && this.fits(op, inputs, shape)) {
+      try {
+        words = encodeAttrs(op, attrs, inputs, this.lib.opcodes);
+      } catch {
+        words = null; // an op inside a program without a native kernel
+      }
+    }
+    if (code === undefined || words === null) {
+      const js = jsBackend.prepare(op, inputs, attrs, shape, dtype);
+      return (ins, out) => {
+        this.synchronize();
+        this.stats.fallbacks++;
+        js(ins, out);
+      };
+    }
+    const w = words;
+    return (ins, out) => {
+      this.open().writer.instr(code, w, out, ins);
+      this.counts[code]!++;
+      this.stats.ops++;
+    };
+  }
+
+  /** The open batch (a new one when none is). */
+  private open(): Batch {
+    if (this.batch) return this.batch;
+    const w = this.writers.pop() ?? new ProgramWriter(4096, true);
+    w.reset();
+    return (this.batch = new Batch(w, this));
+  }
+
+  /** A dense output buffer of the plan being recorded: pending until its batch has run. */
+  allocOutput(dtype: DType, shape: readonly number[]): TensorData {
+    const d = this.memory.alloc(dtype, shape);
+    return pendingData(dtype, d.shape, d.strides, 0, d.data, this.open());
+  }
+
+  /** A view of t's storage; pending storage stays pending (no wait). */
+  view(t: TensorData, shape: readonly number[], strides: readonly number[], offset: number): TensorData {
+    const s = pendingOf(t);
+    if (s) return pendingData(t.dtype, shape, strides, offset, rawData(t), s);
+    return { dtype: t.dtype, shape, strides, offset, data: t.data };
+  }
+
+  /** Submit the open batch as one command buffer (returns at once). */
+  flush(): void {
+    const b = this.batch;
+    if (!b) return;
+    this.batch = null;
+    b.open = false;
+    if (b.writer.count === 0) {
+      this.writers.push(b.writer);
+      return;
+    }
+    this.reap();
+    while (this.inflight.length >= MAX_IN_FLIGHT) this.inflight.shift()!.wait();
+    this.stats.submits++;
+    const h = this.lib.sym.loom_submit(b.writer.bufAddr, b.writer.n, null, 0);
+    const sub = new NativeSubmission(this.lib, h, b.writer, (w) => { w.reset(); if (this.writers.length < 4) this.writers.push(w); });
+    b.sub = sub;
+    this.inflight.push(sub);
+  }
+
+  /** Drop finished submissions (collecting them frees their records and buffers). */
+  private reap(): void {
+    if (this.inflight.length === 0) return;
+    const keep: NativeSubmission[] = [];
+    for (const s of this.inflight) {
+      if (s.isDone) {
+        try { s.wait(); } catch { /* reported to whoever reads the outputs */ }
+      } else keep.push(s);
+    }
+    this.inflight = keep;
+  }
+
+  /** Submit the open batch and wait for every queued command buffer (torch.cuda.synchronize). */
+  synchronize(): void {
+    this.flush();
+    const subs = this.inflight;
+    this.inflight = [];
+    let err: unknown = null;
+    for (const s of subs) {
+      try { s.wait(); } catch (e) { err ??= e; }
+    }
+    if (err) throw err;
+  }
+
+  /** `await t.data()`: settles when the command buffer writing t has run. */
+  read(t: TensorData): Promise<void> {
+    return pendingOf(t)?.done() ?? Promise.resolve();
+  }
+
+  /** In-place writes from JavaScript: queued plans may read dst, so they run first. */
+  write(_dst: TensorData, _src: TensorData): boolean {
+    if (this.batch || this.inflight.length) this.synchronize();
+    return false;
+  }
+
+  /**
+   * One fused AdamW update in place (p, m, v), equal to the optimizer's eager ops bit for bit.
+   * Takes dense float32/float64 tensors of one shape and dtype.
+   */
+  adamw(s: AdamWStep): boolean {
+    const { p, g, m, v } = s;
+    const dt = p.dtype;
+    if ((dt !== "float32" && dt !== "float64") || p.shape.length > MAX_DIMS) return false;
+    const n = numel(p.shape);
+    for (const t of [p, g, m, v]) {
+      if (t.dtype !== dt || numel(t.shape) !== n || !isContiguous(t.shape, t.strides)) return false;
+    }
+    if (n === 0) return true;
+    const code = this.lib.opcodes.get("adamw")!;
+    const bc1 = 1 - s.beta1 ** s.step, bc2 = 1 - s.beta2 ** s.step;
+    const attrs = [1 - s.lr * s.weight_decay, s.beta1, 1 - s.beta1, s.beta2, 1 - s.beta2, Math.sqrt(bc2), s.eps, -(s.lr / bc1), s.maximize ? 1 : 0];
+    if (this.batch !== null) this.flush();
+    const w = this.eager;
+    w.n = 0;
+    w.count = 0;
+    w.instr(code, attrs, p, [g, m, v]);
+    this.counts[code]!++;
+    this.stats.ops++;
+    this.stats.execs++;
+    if (this.lib.sym.loom_exec(w.bufAddr, w.n) >= 0) throw nativeError(cstr(this.lib.sym.loom_error()));
+    return true;
+  }
+
+  // ---- batches of steps (BatchBackend) ---------------------------------------------------------
   /**
    * Run a list of steps as ONE command buffer on the shim's threads. Every step's output is
    * preallocated by the caller (dense) and may be read by later steps; the call returns at once.
    * Steps the shim cannot take make this run them in order on the calling thread instead.
    */
   submit(steps: readonly BatchStep[]): Submission {
+    this.flush();
     const w = new ProgramWriter(1024, true);
+    const fusedCode = this.lib.opcodes.get("fused_elementwise")!;
     for (const s of steps) {
       if (s.chain) {
-        const prog = this.chainProgram(s.chain);
-        if (!prog || s.inputs.length > MAX_EW_INPUTS || s.out.shape.length > MAX_DIMS) return this.runInline(steps);
-        if (numel(s.out.shape) > 0) w.instr(this.lib.opcodes.get("fused")!, prog, s.out, s.inputs);
+        let words: number[];
+        try {
+          words = encodeProgram(chainProgram(s.chain, s.inputs, s.out), this.lib.opcodes);
+        } catch {
+          return this.runInline(steps);
+        }
+        if (s.inputs.length > MAX_INPUTS || s.out.shape.length > MAX_DIMS) return this.runInline(steps);
+        if (numel(s.out.shape) > 0) w.instr(fusedCode, words, s.out, s.inputs);
         continue;
       }
-      if (!this.native(s.op, s.inputs, s.out.shape)) return this.runInline(steps);
-      w.instr(this.lib.opcodes.get(s.op.name)!, attrEncoder(s.op).call(null, s.attrs, s.inputs), s.out, s.inputs);
+      const code = this.lib.opcodes.get(s.op.name);
+      if (code === undefined || !this.fits(s.op, s.inputs, s.out.shape)) return this.runInline(steps);
+      w.instr(code, encodeAttrs(s.op, s.attrs, s.inputs, this.lib.opcodes), s.out, s.inputs);
     }
-    for (const s of steps) if (s.op) this.count(s.op);
+    for (const s of steps) if (s.op) this.countOther(s.op.name);
     if (w.count === 0) return new NativeSubmission(this.lib, null, null);
     this.stats.submits++;
-    const handle = this.lib.sym.loom_submit(w.buf, w.n, null, 0);
-    return new NativeSubmission(this.lib, handle, w);
-  }
-
-  /** attrs of the shim's `fused` instruction: [nsteps, (opcode, dtype, a, b, c) × nsteps]. */
-  private chainProgram(chain: readonly FusedStep[]): number[] | null {
-    const prog = [chain.length];
-    for (const f of chain) {
-      const code = this.lib.opcodes.get(f.op.name);
-      if (code === undefined || f.op.kind !== "elementwise") return null;
-      const [a = 0, b = a, c = a] = f.args;
-      prog.push(code, DTYPE_CODE[f.dtype], a, b, c);
-    }
-    return prog;
+    const sub = new NativeSubmission(this.lib, this.lib.sym.loom_submit(w.bufAddr, w.n, null, 0), w);
+    this.inflight.push(sub);
+    return sub;
   }
 
   /** Steps run one by one (a batch containing an op the shim lacks): already finished. */
   private runInline(steps: readonly BatchStep[]): Submission {
     for (const s of steps) {
-      const r = s.chain ? this.runChain(s.chain, s.inputs, s.out) : this.run(s.op, s.inputs, s.attrs, s.out.shape, s.out.dtype);
+      const r = s.chain ? this.runChain(s) : this.run(s.op, s.inputs, s.attrs, s.out.shape, s.out.dtype);
       const dense = toContiguous(r, s.out.dtype);
       (s.out.data as { set(a: ArrayLike<number>): void }).set(dense.data);
     }
     return new NativeSubmission(this.lib, null, null);
   }
 
-  /** A fused chain applied op by op (the reference semantics of `fused`). */
-  private runChain(chain: readonly FusedStep[], inputs: readonly TensorData[], out: TensorData): TensorData {
-    const regs: TensorData[] = [...inputs];
-    for (const f of chain) {
-      const args = f.args.map((i) => regs[i]!);
-      regs.push(this.run(f.op, args, {}, out.shape, f.dtype));
-    }
+  /** A fused chain applied op by op (the reference semantics of a chain). */
+  private runChain(s: BatchStep & { chain: NonNullable<BatchStep["chain"]> }): TensorData {
+    const regs: TensorData[] = [...s.inputs];
+    for (const f of s.chain) regs.push(this.run(f.op, f.args.map((i) => regs[i]!), {}, s.out.shape, f.dtype));
     return regs[regs.length - 1]!;
   }
 
+  // ---- introspection ---------------------------------------------------------------------------
   /** Counters kept by the shim: submits, and instructions run per opcode name. */
   shimCounters(): { submits: number; byOp: Map<string, number> } {
     const c = new Float64Array(1 + this.lib.opcodes.size + 1);
@@ -214,6 +400,11 @@ export class NativeBackend implements BatchBackend {
     const byOp = new Map<string, number>();
     for (const [name, code] of this.lib.opcodes) if (c[1 + code]) byOp.set(name, c[1 + code]!);
     return { submits: c[0]!, byOp };
+  }
+
+  /** Command buffers submitted and not yet collected. */
+  get inFlight(): number {
+    return this.inflight.filter((s) => !s.isDone).length + (this.batch?.writer.count ? 1 : 0);
   }
 
   /** The BLAS library in use ("" = Loom's built-in GEMM). */

@@ -19,6 +19,9 @@ const SYMBOLS = {
   loom_counters: { args: [FFIType.ptr], returns: FFIType.void },
   loom_blas_available: { args: [], returns: FFIType.i32 },
   loom_blas_name: { args: [], returns: FFIType.ptr },
+  loom_alloc: { args: [FFIType.f64], returns: FFIType.ptr },
+  loom_free_fn: { args: [], returns: FFIType.ptr },
+  loom_pool_stats: { args: [FFIType.ptr], returns: FFIType.void },
 } as const;
 
 export type NativeSymbols = ReturnType<typeof dlopen<typeof SYMBOLS>>["symbols"];
@@ -31,7 +34,7 @@ export interface NativeLib {
   readonly threads: number;
 }
 
-export const ABI_VERSION = 1;
+export const ABI_VERSION = 2;
 
 /** Read a NUL-terminated C string returned by the shim. */
 export function cstr(p: Pointer | bigint | null): string {

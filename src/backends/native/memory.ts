@@ -1,0 +1,101 @@
+/**
+ * Host buffers of the native backend and the outputs of command buffers still running.
+ *
+ * Buffers: tensors of at least POOL_MIN_BYTES get pooled native memory (the shim's loom_alloc:
+ * uninitialized, 64-byte aligned, reused across steps: no zeroing and no fresh page faults),
+ * wrapped in an ArrayBuffer whose deallocator returns the block to the pool when the garbage
+ * collector frees it. Small tensors are plain (zeroed) typed arrays: allocating those is cheaper
+ * than a call into the shim. Either way a tensor's `data` is an ordinary typed array.
+ *
+ * Pending outputs: a compiled plan's outputs are written by a command buffer that may still be
+ * running. Their TensorData has a `data` getter that waits for it (flushing the batch first if
+ * it was not submitted yet) and then becomes a plain property; the native backend itself reads
+ * the storage through `RAW` without waiting, since the shim runs command buffers in order.
+ */
+import { toArrayBuffer, type Pointer } from "bun:ffi";
+import type { DType, TypedArray } from "../../tensor/dtype.ts";
+import { itemsize } from "../../tensor/dtype.ts";
+import { contiguousStrides } from "../../tensor/shape.ts";
+import { allocData, type TensorData } from "../../tensor/storage.ts";
+import type { NativeLib } from "./ffi.ts";
+import { RAW } from "./program.ts";
+
+/** Tensors from this many bytes on live in pooled native memory. */
+export const POOL_MIN_BYTES = 16384;
+
+type ArrayCtor = new (b: ArrayBuffer, offset: number, length: number) => TypedArray;
+const CTORS: Record<DType, ArrayCtor> = {
+  float32: Float32Array, float64: Float64Array, int64: Float64Array, float16: Uint16Array, bfloat16: Uint16Array,
+  int32: Int32Array, int8: Int8Array, uint8: Uint8Array, bool: Uint8Array,
+};
+
+/** Pooled native allocations for host tensors. */
+export class HostMemory {
+  private readonly freeFn: Pointer;
+
+  constructor(private readonly lib: NativeLib) {
+    this.freeFn = lib.sym.loom_free_fn() as Pointer;
+  }
+
+  /** An uninitialized storage array of n elements (zeroed when small). */
+  array(dtype: DType, n: number): TypedArray {
+    const bytes = n * itemsize[dtype];
+    if (bytes < POOL_MIN_BYTES) return allocData(dtype, [n]).data;
+    const p = this.lib.sym.loom_alloc(bytes) as Pointer | null;
+    if (!p) return allocData(dtype, [n]).data; // the pool refused (too large): a plain array
+    // the deallocator (loom_free) gets (bytes, context) when the ArrayBuffer is collected
+    const ab = (toArrayBuffer as unknown as (p: Pointer, off: number, len: number, ctx: Pointer, fn: Pointer) => ArrayBuffer)(p, 0, bytes, p, this.freeFn);
+    return new CTORS[dtype](ab, 0, n);
+  }
+
+  /** A dense TensorData over a new (uninitialized) array. */
+  alloc(dtype: DType, shape: readonly number[]): TensorData {
+    let n = 1;
+    for (let i = 0; i < shape.length; i++) n *= shape[i]!;
+    return { dtype, shape: [...shape], strides: contiguousStrides(shape), offset: 0, data: this.array(dtype, n) };
+  }
+
+  /** [live bytes handed out, bytes cached for reuse, pool hits, pool misses]. */
+  stats(): { live: number; cached: number; hits: number; misses: number } {
+    const s = new Float64Array(4);
+    this.lib.sym.loom_pool_stats(s);
+    return { live: s[0]!, cached: s[1]!, hits: s[2]!, misses: s[3]! };
+  }
+}
+
+/** What a pending output waits for: set when its batch is submitted. */
+export interface PendingState {
+  /** The batch has not been submitted yet. */
+  open: boolean;
+  /** Blocks until the command buffer that writes the output has run (throws its error). */
+  wait(): void;
+  /** Settles when it has run. */
+  done(): Promise<void>;
+}
+
+export const PENDING = Symbol("loom.native.pending");
+
+/** A TensorData over `raw` whose `data` waits for `state` on first read. */
+export function pendingData(dtype: DType, shape: readonly number[], strides: readonly number[], offset: number, raw: TypedArray, state: PendingState): TensorData {
+  const t = { dtype, shape, strides, offset } as TensorData & { [RAW]: TypedArray; [PENDING]: PendingState };
+  t[RAW] = raw;
+  t[PENDING] = state;
+  Object.defineProperty(t, "data", {
+    enumerable: true,
+    configurable: true,
+    get() {
+      state.wait();
+      Object.defineProperty(t, "data", { value: raw, enumerable: true, configurable: true, writable: false });
+      return raw;
+    },
+  });
+  return t;
+}
+
+/** The pending state of `t`'s storage, if a command buffer may still be writing it. */
+export function pendingOf(t: TensorData): PendingState | undefined {
+  const s = (t as { [PENDING]?: PendingState })[PENDING];
+  if (!s) return undefined;
+  // once read, `data` is a plain value: nothing is pending any more
+  return Object.getOwnPropertyDescriptor(t, "data")?.get ? s : undefined;
+}
