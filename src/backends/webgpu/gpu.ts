@@ -92,7 +92,9 @@ function tryOpen(mod: BunWebGpu): { ctx: GpuContext | null; reason: string } {
     if (!ticker) return { ctx: null, reason: "bun-webgpu changed: no instance event pump (GPUImpl._ticker)" };
     const pump = () => ticker.processEvents();
     const adapter = waitSync(gpu.requestAdapter(), pump);
-    if (!adapter) {
+    // Dawn answers with its "null" backend (which computes nothing) when no real one exists
+    const isNull = adapter && ((adapter.info as unknown as { backendType?: number }).backendType === 1 || adapter.info.device === "null-backend");
+    if (!adapter || isNull) {
       return {
         ctx: null,
         reason: "no WebGPU adapter found (no GPU, and no Vulkan driver: on Debian install lavapipe with `apt-get install -t bookworm-backports mesa-vulkan-drivers libvulkan1`)",
