@@ -54,34 +54,6 @@ export class Node {
   }
 }
 
-/** Unrealized nodes needed for `roots`, inputs before users (iterative: graphs can be deep). */
-export function pendingOrder(roots: readonly Node[]): Node[] {
-  const order: Node[] = [];
-  const seen = new Set<Node>();
-  const stack: [Node, number][] = [];
-  for (const r of roots) {
-    if (r.realized || seen.has(r)) continue;
-    seen.add(r);
-    stack.push([r, 0]);
-    while (stack.length) {
-      const top = stack[stack.length - 1]!;
-      const [n, i] = top;
-      if (i < n.inputs.length) {
-        top[1]++;
-        const c = n.inputs[i]!;
-        if (!c.realized && !seen.has(c)) {
-          seen.add(c);
-          stack.push([c, 0]);
-        }
-      } else {
-        stack.pop();
-        order.push(n);
-      }
-    }
-  }
-  return order;
-}
-
 /**
  * Graphviz DOT of the graph below `roots`: one box per node with its op, attrs, shape and dtype;
  * realized nodes are drawn as sources.
