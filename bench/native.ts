@@ -44,7 +44,12 @@ function bench(fn: () => unknown): { ms: number; reps: number } {
 
 // ---- workloads: make(lazy) -> a function returning a realized result ---------------------------
 const L = (x: loom.Tensor, lazy: boolean): T => (lazy ? x.lazy() : x);
-const done = (y: T) => (y.isLazy ? (y as loom.LazyTensor).eval() : y);
+/** The realized result, after every queued command buffer has finished (lazy plans run asynchronously). */
+const done = (y: T) => {
+  const t = y.isLazy ? (y as loom.LazyTensor).eval() : y;
+  nativeBackend()?.synchronize();
+  return t;
+};
 
 function matmul(m: number, k: number, n: number) {
   return (lazy: boolean) => {

@@ -48,6 +48,27 @@ void loom_set_error(const char *fmt, ...) {
   va_end(ap);
 }
 
+/* ---- spinning: short waits spin (microseconds matter between kernels), long ones sleep ---------- */
+#include <time.h>
+static inline double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+/** Spin until *flag != value or `us` microseconds passed; returns whether it changed. */
+static int spin_while_eq(atomic_long *flag, long value, double us) {
+  double end = 0;
+  for (int i = 0;; i++) {
+    if (atomic_load_explicit(flag, memory_order_acquire) != value) return 1;
+    __builtin_ia32_pause();
+    if ((i & 63) == 63) {
+      double t = now_us();
+      if (end == 0) end = t + us;
+      else if (t > end) return 0;
+    }
+  }
+}
+
 /* ---- thread pool ----------------------------------------------------------------------------- */
 static int nthreads = 1;
 static pthread_t workers[64];
@@ -75,9 +96,7 @@ static void *worker_main(void *arg) {
   in_task = 1;
   for (;;) {
     /* spin briefly (the next kernel of a plan usually follows at once), then sleep */
-    int spins = 0;
-    while (atomic_load_explicit(&pool_gen, memory_order_acquire) == seen) {
-      if (++spins < 20000) { __builtin_ia32_pause(); continue; }
+    if (!spin_while_eq(&pool_gen, seen, 200)) {
       pthread_mutex_lock(&pool_mu);
       atomic_fetch_add(&pool_sleepers, 1);
       while (atomic_load(&pool_gen) == seen) pthread_cond_wait(&pool_cv, &pool_mu);
@@ -267,10 +286,19 @@ static cmd *q_head, *q_tail;
 static int in_flight; /* queued or running */
 static uint64_t submits;
 
+static atomic_long q_seq; /* bumped by every submit: the idle executor spins on it briefly */
+
 static void *executor_main(void *arg) {
   (void)arg;
   for (;;) {
+    long seen = atomic_load_explicit(&q_seq, memory_order_acquire);
     pthread_mutex_lock(&q_mu);
+    if (!q_head) {
+      /* a realize usually follows soon: spin a little before sleeping (wake-ups cost ~50 us) */
+      pthread_mutex_unlock(&q_mu);
+      spin_while_eq(&q_seq, seen, 50);
+      pthread_mutex_lock(&q_mu);
+    }
     while (!q_head) pthread_cond_wait(&q_cv, &q_mu);
     cmd *c = q_head;
     pthread_mutex_unlock(&q_mu);
@@ -341,6 +369,7 @@ void *loom_submit(const double *prog, double nwords, void (*callback)(int32_t), 
   q_tail = c;
   in_flight++;
   submits++;
+  atomic_fetch_add_explicit(&q_seq, 1, memory_order_release);
   pthread_cond_signal(&q_cv);
   pthread_mutex_unlock(&q_mu);
   return c;
@@ -352,6 +381,15 @@ int loom_done(void *h) { return atomic_load_explicit(&((cmd *)h)->done, memory_o
 /** Block until the command has finished; returns its failed instruction index or -1. */
 int loom_wait(void *h) {
   cmd *c = h;
+  /* spin for a short command before sleeping on the condition variable */
+  double end = 0;
+  for (int i = 0; !atomic_load_explicit(&c->done, memory_order_acquire); i++) {
+    __builtin_ia32_pause();
+    if ((i & 63) != 63) continue;
+    double t = now_us();
+    if (end == 0) end = t + 100;
+    else if (t > end) break;
+  }
   if (!atomic_load(&c->done)) {
     pthread_mutex_lock(&q_mu);
     while (!atomic_load(&c->done)) pthread_cond_wait(&done_cv, &q_mu);

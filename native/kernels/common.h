@@ -217,8 +217,11 @@ int k_adamw(const loom_instr *I);
 void copy_strided(const tdesc *dst, const tdesc *src);
 /** Drop size-1 dims and merge dims that are contiguous in every operand; returns the new ndim. */
 int collapse_dims(int nd, int64_t *shape, int nops, int64_t **strides);
-/** o[i] = op(a[i], b[i], c[i]) for i < n (elementwise opcode; buffers padded to LOOM_VEC). */
-void ew_apply(int op, double *o, const double *a, const double *b, const double *c, int n);
+/**
+ * o[i] = op(a[i], b[i], c[i]) for i < n (elementwise opcode); dt is the dtype the result is
+ * stored as (float32 results may use faster approximations accurate to far below a float32 ulp).
+ */
+void ew_apply(int op, int dt, double *o, const double *a, const double *b, const double *c, int n);
 /** Padding of block buffers: transcendental ops run whole SIMD vectors (position-independent bits). */
 #define LOOM_VEC 8
 #define LOOM_PAD(n) (((n) + LOOM_VEC - 1) / LOOM_VEC * LOOM_VEC)
@@ -229,10 +232,13 @@ void ew_apply(int op, double *o, const double *a, const double *b, const double 
  *   LOAD: [0, dst, input, offset, strides[nd]]   input's element off + offset + Σ idx·strides
  *   OP:   [1, dst, opcode, dtype, a, b, c]       registers of the operands, rounded to dtype
  *   ACC:  [2, dst]                               the accumulated value at this index
+ *   CONST:[3, dst, input, offset, strides[nd]]   a LOAD whose strides are all 0 (a broadcast
+ *                                                scalar): its register is dedicated and filled
+ *                                                once per task
  * Every code writes register `dst` (a block of LOOM_BLOCK doubles); registers are reused once
  * their value is dead (allocated in TypeScript).
  */
-enum { PC_LOAD = 0, PC_OP = 1, PC_ACC = 2 };
+enum { PC_LOAD = 0, PC_OP = 1, PC_ACC = 2, PC_CONST = 3 };
 typedef struct {
   int kind, dst, input, op, dt, a, b, c;
   int64_t off;
@@ -248,10 +254,12 @@ typedef struct {
 const double *prog_parse(const double *w, const double *end, prog_t *P, pcode *storage, int nin);
 /**
  * Evaluate P over a block of n elements: LOAD code k reads its input at pos[k] + i·dir[k];
- * ACC reads `accp` (dtype accdt) at accpos + i. regs: nregs × LOOM_BLOCK doubles. Returns the result.
+ * ACC reads `accp` (dtype accdt) at accpos + i. regs: nregs × LOOM_BLOCK doubles, private to the
+ * calling task; *cinit (0 at the task's first call) tells whether CONST registers are filled.
+ * Returns the result.
  */
 const double *prog_eval(const prog_t *P, const tdesc *ins, const int64_t *pos, const int64_t *dir, int n,
-                        const char *accp, int accdt, int64_t accpos, double *regs);
+                        const char *accp, int accdt, int64_t accpos, double *regs, int *cinit);
 /**
  * Evaluate P at every index of its shape and store the result into `out` (strided over P's
  * shape), in parallel tiles. acc (may be NULL): a dense buffer over P's shape read by ACC codes.

@@ -28,7 +28,7 @@ static void softmax_row(const double *v, double *p, int64_t n, int D) {
     double *e = p + j;
     for (int i = 0; i < w; i++) e[i] = v[j + i] - m;
     round_block(e, D, w);
-    ew_apply(OP_exp, e, e, e, e, w);
+    ew_apply(OP_exp, D, e, e, e, e, w);
     round_block(e, D, w);
   }
   double z = R(D, fold_values(RED_SUM, p, n));
@@ -59,6 +59,7 @@ static void sm_rows(void *vc, int64_t r0, int64_t r1) {
   double *v = loom_scratch(SCR_T5, (size_t)LOOM_PAD(C->n) * 8);
   double *p = loom_scratch(SCR_T6, (size_t)LOOM_PAD(C->n) * 8);
   for (int k = 0; k < C->nl; k++) dir[C->lcode[k]] = (int64_t)C->lst[k][C->dim];
+  int cinit = 0;
   for (int64_t r = r0; r < r1; r++) {
     int64_t q = r, ob = C->out->off;
     int64_t base[256];
@@ -73,7 +74,7 @@ static void sm_rows(void *vc, int64_t r0, int64_t r1) {
     for (int64_t j = 0; j < C->n; j += LOOM_BLOCK) {
       int w = (int)(C->n - j < LOOM_BLOCK ? C->n - j : LOOM_BLOCK);
       for (int k = 0; k < C->nl; k++) pos[C->lcode[k]] = base[k] + j * dir[C->lcode[k]];
-      memcpy(v + j, prog_eval(P, C->ins, pos, dir, w, NULL, 0, 0, regs), (size_t)w * 8);
+      memcpy(v + j, prog_eval(P, C->ins, pos, dir, w, NULL, 0, 0, regs, &cinit), (size_t)w * 8);
     }
     softmax_row(v, p, C->n, C->D);
     for (int64_t j = 0; j < C->n; j += LOOM_BLOCK) {
@@ -99,7 +100,7 @@ int k_fused_softmax(const loom_instr *I) {
   C->D = I->out.dt;
   C->nl = 0;
   for (int k = 0; k < P.ncode; k++) {
-    if (P.code[k].kind != PC_LOAD) continue;
+    if (P.code[k].kind != PC_LOAD && P.code[k].kind != PC_CONST) continue;
     if (C->nl == 256) { loom_set_error("fused_softmax: too many loads"); return 1; }
     C->lst[C->nl] = P.code[k].st;
     C->lcode[C->nl++] = k;
@@ -285,6 +286,7 @@ static void att_entries(void *vc, int64_t b0, int64_t b1) {
   int nd = P->nd;
   for (int k = 0; k < C->nl; k++) dir[C->lcode[k]] = (int64_t)P->code[C->lcode[k]].st[nd - 1];
   int64_t two[2] = {L, S}, lo[2] = {L, C->Ev};
+  int cinit = 0;
   for (int64_t bi = b0; bi < b1; bi++) {
     int64_t q = bi, qo = I->in[0].off, ko = I->in[1].off, vo = I->in[2].off;
     int64_t base[256];
@@ -307,7 +309,7 @@ static void att_entries(void *vc, int64_t b0, int64_t b1) {
           int c = C->lcode[k];
           pos[c] = base[k] + i * (int64_t)P->code[c].st[nd - 2] + j * dir[c];
         }
-        memcpy(v + j, prog_eval(P, I->in, pos, dir, w, sc, D, i * S + j, regs), (size_t)w * 8);
+        memcpy(v + j, prog_eval(P, I->in, pos, dir, w, sc, D, i * S + j, regs, &cinit), (size_t)w * 8);
       }
       softmax_row(v, p, S, D);
       for (int64_t j = 0; j < S; j += LOOM_BLOCK) {
@@ -346,7 +348,7 @@ int k_fused_attention(const loom_instr *I) {
   batch_strides(v, C->nb, C->bshape, C->sv);
   C->nl = 0;
   for (int k = 0; k < P.ncode; k++) {
-    if (P.code[k].kind != PC_LOAD) continue;
+    if (P.code[k].kind != PC_LOAD && P.code[k].kind != PC_CONST) continue;
     if (C->nl == 256) { loom_set_error("fused_attention: too many loads"); return 1; }
     C->lbase[C->nl] = I->in[P.code[k].input].off + P.code[k].off;
     C->lcode[C->nl++] = k;

@@ -112,7 +112,7 @@ static void kept_pos(const red_ctx *C, int64_t o, int64_t *pos) {
  * Values of the reduced elements [j, j + m) of the output whose load positions are `base`, into
  * v (pieces along the innermost reduced dim).
  */
-static void reduced_values(const red_ctx *C, const int64_t *base, int64_t j, int m, double *v, double *regs, int64_t *pos, int64_t *dir) {
+static void reduced_values(const red_ctx *C, const int64_t *base, int64_t j, int m, double *v, double *regs, int64_t *pos, int64_t *dir, int *cinit) {
   int nr = C->nr;
   int64_t run = C->rs[nr - 1];
   for (int k = 0; k < C->nl; k++) dir[C->lcode[k]] = C->lr[k][nr - 1];
@@ -126,7 +126,7 @@ static void reduced_values(const red_ctx *C, const int64_t *base, int64_t j, int
       q /= C->rs[d];
       if (i) for (int k = 0; k < C->nl; k++) pos[C->lcode[k]] += i * C->lr[k][d];
     }
-    const double *r = prog_eval(C->P, C->ins, pos, dir, n, NULL, 0, 0, regs);
+    const double *r = prog_eval(C->P, C->ins, pos, dir, n, NULL, 0, 0, regs, cinit);
     memcpy(v + filled, r, (size_t)n * 8);
     filled += n;
   }
@@ -139,13 +139,14 @@ static void red_outputs(void *vc, int64_t o0, int64_t o1) {
   int64_t *pos = loom_scratch(SCR_T1, (size_t)(2 * C->P->ncode + C->nl) * 8);
   int64_t *dir = pos + C->P->ncode, *base = dir + C->P->ncode;
   double v[LOOM_BLOCK];
+  int cinit = 0;
   for (int64_t o = o0; o < o1; o++) {
     kept_pos(C, o, base);
     fold_t f;
     fold_init(&f, C->kind);
     for (int64_t j = 0; j < C->rtotal; j += LOOM_BLOCK) {
       int m = (int)(C->rtotal - j < LOOM_BLOCK ? C->rtotal - j : LOOM_BLOCK);
-      reduced_values(C, base, j, m, v, regs, pos, dir);
+      reduced_values(C, base, j, m, v, regs, pos, dir, &cinit);
       fold_block(&f, C->kind, v, m);
     }
     C->accs[o] = round1(C->dt, fold_result(&f, C->kind));
@@ -159,11 +160,12 @@ static void red_blocks(void *vc, int64_t t0, int64_t t1) {
   int64_t *pos = loom_scratch(SCR_T1, (size_t)(2 * C->P->ncode + C->nl) * 8);
   int64_t *dir = pos + C->P->ncode, *base = dir + C->P->ncode;
   double v[LOOM_BLOCK];
+  int cinit = 0;
   for (int64_t t = t0; t < t1; t++) {
     int64_t o = t / C->nblocks, b = t % C->nblocks, j = b * LOOM_BLOCK;
     int m = (int)(C->rtotal - j < LOOM_BLOCK ? C->rtotal - j : LOOM_BLOCK);
     kept_pos(C, o, base);
-    reduced_values(C, base, j, m, v, regs, pos, dir);
+    reduced_values(C, base, j, m, v, regs, pos, dir, &cinit);
     fold_t *f = &C->parts[t];
     f->acc = block_part(C->kind, v, m);
     f->zseen = 0;
@@ -188,6 +190,7 @@ static void red_rows(void *vc, int64_t t0, int64_t t1) {
   int64_t inner = C->ks[C->nk - 1];
   int nr = C->nr;
   for (int k = 0; k < C->nl; k++) dir[C->lcode[k]] = C->lk[k][C->nk - 1];
+  int cinit = 0;
   for (int64_t t = t0; t < t1; t++) {
     int64_t row = t / C->tiles, j0 = (t % C->tiles) * W;
     int n = (int)(inner - j0 < W ? inner - j0 : W);
@@ -204,7 +207,7 @@ static void red_rows(void *vc, int64_t t0, int64_t t1) {
           q /= C->rs[d];
           if (i) for (int l = 0; l < C->nl; l++) pos[C->lcode[l]] += i * C->lr[l][d];
         }
-        const double *v = prog_eval(C->P, C->ins, pos, dir, n, NULL, 0, 0, regs);
+        const double *v = prog_eval(C->P, C->ins, pos, dir, n, NULL, 0, 0, regs, &cinit);
         if (C->kind == RED_SUM) {
           if (k == m8) {
             for (int i = 0; i < n; i++) {
@@ -255,7 +258,7 @@ static int reduce_prog(const prog_t *P, const tdesc *ins, int kind, int dt, cons
   C->dt = dt;
   C->nl = 0;
   for (int k = 0; k < P->ncode; k++) {
-    if (P->code[k].kind != PC_LOAD) continue;
+    if (P->code[k].kind != PC_LOAD && P->code[k].kind != PC_CONST) continue;
     if (C->nl == RED_MAXL) { loom_set_error("reduction: more than %d loads", RED_MAXL); return 1; }
     C->lcode[C->nl++] = k;
   }

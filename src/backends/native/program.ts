@@ -8,6 +8,7 @@
  * Fused ops carry expression programs in their attrs (native/kernels/common.h):
  *   program = [nd, shape[nd], nregs, ncode, out, code...]
  *   LOAD [0, dst, input, offset, strides[nd]] · OP [1, dst, opcode, dtype, a, b, c] · ACC [2, dst]
+ *   · CONST [3, ...as LOAD] (all strides 0: a dedicated register filled once per task)
  * with registers allocated here (a register is reused once its value is dead).
  */
 import { ptr, type Pointer } from "bun:ffi";
@@ -98,15 +99,18 @@ export function encodeProgram(p: Program, codes: OpCodes): number[] {
   lastUse[p.out] = n;
   const reg = new Array<number>(n);
   const free: number[] = [];
+  // broadcast scalars (all strides 0) get dedicated registers, filled once per task (CONST)
+  const isConst = p.code.map((c) => c.k === "load" && c.strides.every((s) => s === 0));
   let nregs = 0;
+  p.code.forEach((_c, i) => { if (isConst[i]) reg[i] = nregs++; });
   const body: number[] = [];
   p.code.forEach((c, i) => {
     if (c.k === "op") {
-      for (const a of new Set(c.args)) if (lastUse[a] === i) free.push(reg[a]!);
+      for (const a of new Set(c.args)) if (lastUse[a] === i && !isConst[a]) free.push(reg[a]!);
     }
-    const r = free.length ? free.pop()! : nregs++;
+    const r = isConst[i] ? reg[i]! : free.length ? free.pop()! : nregs++;
     reg[i] = r;
-    if (c.k === "load") body.push(0, r, c.input, c.offset, ...c.strides);
+    if (c.k === "load") body.push(isConst[i] ? 3 : 0, r, c.input, c.offset, ...c.strides);
     else if (c.k === "acc") body.push(2, r);
     else {
       const code = codes.get(c.op.name);
@@ -115,7 +119,7 @@ export function encodeProgram(p: Program, codes: OpCodes): number[] {
       body.push(1, r, code, DTYPE_CODE[c.dtype], a, b, d);
     }
     // a value nobody reads (dead code) frees its register at once
-    if (lastUse[i] === -1) free.push(r);
+    if (lastUse[i] === -1 && !isConst[i]) free.push(r);
   });
   return [p.shape.length, ...p.shape, Math.max(nregs, 1), n, p.out, ...body];
 }
