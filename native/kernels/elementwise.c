@@ -461,9 +461,43 @@ int prog_run(const prog_t *P, const tdesc *ins, const tdesc *out, const char *ac
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 /** One registry elementwise op as a program: a load per input (broadcast to the output), the op. */
+/** Whether t's elements are dense in row-major order (size-1 dims ignored). */
+static int is_dense(const tdesc *t) {
+  int64_t s = 1;
+  for (int d = t->nd - 1; d >= 0; d--) {
+    if (t->shape[d] == 1) continue;
+    if (t->st[d] != s) return 0;
+    s *= t->shape[d];
+  }
+  return 1;
+}
+
+/**
+ * Small dense operands (the common eager case: one block, inputs of the output's shape or
+ * single elements): one block without the tiling machinery. Same arithmetic as the program path.
+ */
+static int small_elementwise(const loom_instr *I, int64_t n) {
+  const tdesc *o = &I->out;
+  if (n > LOOM_BLOCK || !is_dense(o)) return 0;
+  double r[4][LOOM_BLOCK];
+  for (int k = 0; k < I->nin; k++) {
+    const tdesc *x = &I->in[k];
+    int64_t m = t_numel(x);
+    if (m == 1) load_block(r[k], x->p, x->dt, x->off, 0, (int)n);
+    else if (m == n && is_dense(x)) load_block(r[k], x->p, x->dt, x->off, 1, (int)n);
+    else return 0;
+  }
+  int nin = I->nin;
+  ew_apply(I->op, o->dt, r[3], r[0], nin > 1 ? r[1] : r[0], nin > 2 ? r[2] : r[0], (int)n);
+  store_block(o->p, o->dt, o->off, 1, r[3], (int)n);
+  return 1;
+}
+
 int k_elementwise(const loom_instr *I) {
   if (I->nin > 3) { loom_set_error("elementwise: %d inputs", I->nin); return 1; }
   const tdesc *o = &I->out;
+  int64_t total = t_numel(o);
+  if (total <= LOOM_BLOCK && small_elementwise(I, total)) return 0;
   int nd = o->nd;
   double st[3][LOOM_MAXD];
   pcode code[4];

@@ -14,9 +14,8 @@
  */
 import { toArrayBuffer, type Pointer } from "bun:ffi";
 import type { DType, TypedArray } from "../../tensor/dtype.ts";
-import { itemsize } from "../../tensor/dtype.ts";
-import { contiguousStrides } from "../../tensor/shape.ts";
-import { allocData, type TensorData } from "../../tensor/storage.ts";
+import { allocArray, itemsize } from "../../tensor/dtype.ts";
+import type { TensorData } from "../../tensor/storage.ts";
 import type { NativeLib } from "./ffi.ts";
 import { RAW } from "./program.ts";
 
@@ -40,9 +39,9 @@ export class HostMemory {
   /** An uninitialized storage array of n elements (zeroed when small). */
   array(dtype: DType, n: number): TypedArray {
     const bytes = n * itemsize[dtype];
-    if (bytes < POOL_MIN_BYTES) return allocData(dtype, [n]).data;
+    if (bytes < POOL_MIN_BYTES) return allocArray(dtype, n);
     const p = this.lib.sym.loom_alloc(bytes) as Pointer | null;
-    if (!p) return allocData(dtype, [n]).data; // the pool refused (too large): a plain array
+    if (!p) return allocArray(dtype, n); // the pool refused (too large): a plain array
     // the deallocator (loom_free) gets (bytes, context) when the ArrayBuffer is collected
     const ab = (toArrayBuffer as unknown as (p: Pointer, off: number, len: number, ctx: Pointer, fn: Pointer) => ArrayBuffer)(p, 0, bytes, p, this.freeFn);
     return new CTORS[dtype](ab, 0, n);
@@ -50,9 +49,14 @@ export class HostMemory {
 
   /** A dense TensorData over a new (uninitialized) array. */
   alloc(dtype: DType, shape: readonly number[]): TensorData {
+    const nd = shape.length;
+    const strides = new Array<number>(nd);
     let n = 1;
-    for (let i = 0; i < shape.length; i++) n *= shape[i]!;
-    return { dtype, shape: [...shape], strides: contiguousStrides(shape), offset: 0, data: this.array(dtype, n) };
+    for (let i = nd - 1; i >= 0; i--) {
+      strides[i] = n;
+      n *= shape[i]!;
+    }
+    return { dtype, shape: shape.slice(), strides, offset: 0, data: this.array(dtype, n) };
   }
 
   /** [live bytes handed out, bytes cached for reuse, pool hits, pool misses]. */

@@ -1,13 +1,41 @@
 /**
  * LoRA linear as one op: y = x Wᵀ + b + s · (x Aᵀ) Bᵀ, never materializing W + s·B·A.
  * Source: Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models"; PEFT
- * `lora.Linear.forward`. The decomposition (two matmuls, a scale and adds) is the reference
- * the kernel and its gradient are tested against.
+ * `lora.Linear.forward`. The decomposition (three matmuls, a scale and adds, each rounded as
+ * its own op) is the reference: `loraDecomposed` below computes it, for this op and for the
+ * compiler's fused_lora_linear (the same math as the LoRA pattern finds it in a graph: tensor
+ * scale, transposed operands), so the two are one definition and give the same bits.
  */
+import { allocData, toFloat64, type TensorData } from "../../tensor/storage.ts";
 import { LoomDtypeError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
-import { toFloat64 } from "../../tensor/storage.ts";
+import { broadcastShapes } from "../../tensor/shape.ts";
 import { defineOp, type KernelOp } from "../op.ts";
-import { gemm, pack } from "./linalg_index.ts";
+import { roundTo } from "../passes/program.ts";
+import { matmul } from "./linalg_index.ts";
+
+/**
+ * out = R(R(x @ Wt + b) + R((x @ At) @ Bt · s)) — R rounds to out's dtype as storing each
+ * intermediate would; every product is the matmul op's own (pack, gemm, round). Without a bias
+ * the first sum is skipped: R(x @ Wt + R(D · s)).
+ * @param x - [..., M, in]; Wt - [in, out]; At - [in, r]; Bt - [r, out]; bias - [out] or null
+ * @param out - dense [..., M, out]
+ */
+export function loraDecomposed(x: TensorData, Wt: TensorData, At: TensorData, Bt: TensorData, s: number, bias: TensorData | null, out: TensorData): void {
+  const D = out.dtype, R = roundTo(D);
+  const mm = (p: TensorData, q: TensorData) => {
+    const shape = [...broadcastShapes("matmul", p.shape.slice(0, -2), q.shape.slice(0, -2)), p.shape[p.shape.length - 2]!, q.shape[q.shape.length - 1]!];
+    const r = allocData(D, shape);
+    matmul.ref([p, q], {}, r);
+    return r;
+  };
+  const Y = mm(x, Wt), H = mm(x, At), Dl = mm(H, Bt);
+  const N = out.shape[out.shape.length - 1]!;
+  const b = bias ? toFloat64(bias) : null;
+  for (let i = 0; i < out.data.length; i++) {
+    const base = b ? R(Y.data[i]! + b[i % N]!) : Y.data[i]!;
+    out.data[i] = R(base + R(Dl.data[i]! * s));
+  }
+}
 
 export interface LoraAttrs {
   /** lora_alpha / r (PEFT's `scaling`). */
@@ -40,25 +68,10 @@ export const lora_linear: KernelOp<LoraAttrs> = defineOp<LoraAttrs, KernelOp<Lor
     return d;
   },
   ref: ([x, W, A, B, b], a, out) => {
-    const fin = x!.shape[x!.shape.length - 1]!;
-    const fout = W!.shape[0]!, r = A!.shape[0]!;
-    const M = out.data.length / fout;
-    const X = toFloat64(x!);
-    const Wt = new Float64Array(fin * fout), At = new Float64Array(fin * r), Bt = new Float64Array(r * fout);
-    pack(W!.data, W!.offset, fin, fout, W!.strides[1]!, W!.strides[0]!, Wt); // Wᵀ [in, out]
-    pack(A!.data, A!.offset, fin, r, A!.strides[1]!, A!.strides[0]!, At); // Aᵀ [in, r]
-    pack(B!.data, B!.offset, r, fout, B!.strides[1]!, B!.strides[0]!, Bt); // Bᵀ [r, out]
-    const Y = new Float64Array(M * fout), H = new Float64Array(M * r), D = new Float64Array(M * fout);
-    gemm(X, Wt, Y, M, fout, fin);
-    gemm(X, At, H, M, r, fin);
-    gemm(H, Bt, D, M, fout, r);
-    const bias = a.has_bias ? toFloat64(b!) : null;
-    for (let i = 0; i < M; i++) {
-      for (let j = 0; j < fout; j++) {
-        const k = i * fout + j;
-        out.data[k] = Y[k]! + (bias ? bias[j]! : 0) + a.scaling * D[k]!;
-      }
-    }
+    // Wᵀ, Aᵀ, Bᵀ as transposed views; a 1-D x as one row
+    const t = (m: TensorData): TensorData => ({ ...m, shape: [m.shape[1]!, m.shape[0]!], strides: [m.strides[1]!, m.strides[0]!] });
+    const row = (v: TensorData): TensorData => (v.shape.length === 1 ? { ...v, shape: [1, v.shape[0]!], strides: [0, v.strides[0]!] } : v);
+    loraDecomposed(row(x!), t(W!), t(A!), t(B!), roundTo(out.dtype)(a.scaling), a.has_bias ? b! : null, row(out));
   },
   grad: (g, [x, W, A, B, b], _o, a, needs) => {
     const fin = x!.shape[x!.shape.length - 1]!, fout = W!.shape[0]!;

@@ -18,6 +18,7 @@ import { allocData, forEachStrided, toFloat64, type TensorData } from "../../ten
 import { defineOp, type KernelOp, type ReduceOp } from "../op.ts";
 import { add, div, exp, mul, rsqrt, sub } from "../ops/elementwise.ts";
 import { gemm, matmul, pack } from "../ops/linalg_index.ts";
+import { loraDecomposed } from "../ops/lora.ts";
 import { amax, reducedShape, sum } from "../ops/reduce.ts";
 import {
   describeProgram, encodeStored, evaluator, forEachIndex, interpret, programDtype, programOps,
@@ -261,29 +262,15 @@ export interface LoraAttrs { readonly has_bias: boolean }
 
 /**
  * LoRA linear as the graph spells it: (x @ Wᵀ [+ b]) + (x @ Aᵀ @ Bᵀ) · s, every product and sum
- * rounded as its own op. Inputs [x, Wᵀ, Aᵀ, Bᵀ, s, b?] (the transposes are views).
+ * rounded as its own op. Inputs [x, Wᵀ, Aᵀ, Bᵀ, s, b?] (the transposes are views). The registry's
+ * lora_linear in another form (tensor scale, transposed operands): one reference,
+ * `loraDecomposed` (ops/lora.ts), and one native kernel.
  */
 export const fused_lora_linear = defineOp<LoraAttrs, KernelOp<LoraAttrs>>({
   kind: "kernel", arity: "variadic", name: "fused_lora_linear",
   shape: ([x, wt]) => [...broadcastShapes("fused_lora_linear", x!.shape.slice(0, -2), wt!.shape.slice(0, -2)), x!.shape[x!.shape.length - 2]!, wt!.shape[wt!.shape.length - 1]!],
   dtype: ([x]) => x!.dtype,
-  ref: ([x, wt, at, bt, s, b], a, out) => {
-    const D = out.dtype, R = roundTo(D);
-    const mm = (p: TensorData, q: TensorData) => {
-      const shape = [...broadcastShapes("matmul", p.shape.slice(0, -2), q.shape.slice(0, -2)), p.shape[p.shape.length - 2]!, q.shape[q.shape.length - 1]!];
-      const r = allocData(D, shape);
-      matmul.ref([p, q], {}, r);
-      return r;
-    };
-    const Y = mm(x!, wt!), H = mm(x!, at!), Dl = mm(H, bt!);
-    const sc = values(s!)[0]!;
-    const N = out.shape[out.shape.length - 1]!;
-    const bias = a.has_bias ? values(b!) : null;
-    for (let i = 0; i < out.data.length; i++) {
-      const base = bias ? R(add.ref(Y.data[i]!, bias[i % N]!, 0)) : Y.data[i]!;
-      out.data[i] = R(add.ref(base, R(mul.ref(Dl.data[i]!, sc, 0)), 0));
-    }
-  },
+  ref: ([x, wt, at, bt, s, b], a, out) => loraDecomposed(x!, wt!, at!, bt!, values(s!)[0]!, a.has_bias ? b! : null, out),
   describe: (a) => (a.has_bias ? "bias" : ""),
 });
 
