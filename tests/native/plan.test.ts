@@ -1,0 +1,204 @@
+/**
+ * Compiled plans on the native backend: one realize = ONE FFI submit (counted in TypeScript and
+ * in the shim), JavaScript runs while the plan executes, outputs wait for their command buffer
+ * when read, every fused op runs as its own native kernel and equals the unfused ops run eagerly
+ * on native bit for bit (same kernels, same summation order) and the js reference within float
+ * tolerance, the fused AdamW update equals the optimizer's eager ops bit for bit, and buffers are
+ * reused across runs.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import * as loom from "../../src/index.ts";
+import { set_default_backend } from "../../src/lazy/device.ts";
+import { workspaceBytes } from "../../src/scheduler/plan.ts";
+import { NATIVE, nativeOrSkip } from "./helpers.ts";
+
+type T = loom.Tensor;
+type Fn = (...xs: any[]) => any;
+
+/** Values as numbers (toEqual tells -0 from 0 and compares NaN as equal). */
+const bits = (t: T) => Array.from(t.dataSync());
+
+function maxRel(a: number[], b: number[]): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) {
+    if (Object.is(a[i], b[i]) || (Number.isNaN(a[i]!) && Number.isNaN(b[i]!))) continue;
+    m = Math.max(m, Math.abs(a[i]! - b[i]!) / Math.max(1, Math.abs(b[i]!)));
+  }
+  return m;
+}
+
+describe.skipIf(!NATIVE)("native compiled plans", () => {
+  const nb = nativeOrSkip();
+  let prev = "";
+  beforeAll(() => { prev = set_default_backend("native"); });
+  afterAll(() => { set_default_backend(prev as "js" | "native"); });
+
+  /** A pre-norm transformer block with LoRA on q and v: every named pattern and generic fusion. */
+  function block(x: any, p: Record<string, T>, lazy: boolean): any {
+    const P = (t: T): any => (lazy ? t.lazy() : t);
+    const [B, L, C] = x.shape as number[];
+    const h = loom.layer_norm(x, [C!], P(p.ln_w), P(p.ln_b)) as any;
+    const heads = (t: any) => t.view([B, L, 2, C! / 2]).transpose(1, 2);
+    const q = heads(loom.lora_linear(h, P(p.wq), P(p.aq), P(p.bq), 2, P(p.bias)));
+    const k = heads(loom.linear(h, P(p.wk)));
+    const v = heads(loom.linear(h, P(p.wv)).add(loom.linear(loom.linear(h, P(p.aq)), P(p.bq)).mul(0.5)));
+    const a = (loom.scaled_dot_product_attention(q, k, v, { is_causal: true }) as any).transpose(1, 2).reshape([B, L, C]);
+    const y = x.add(a);
+    const m = loom.linear(loom.gelu(loom.linear(loom.rms_norm(y, [C!], P(p.ln_w)) as any, P(p.w1), P(p.b1)) as any) as any, P(p.w2));
+    return loom.softmax(y.add(m).mul(0.7), -1);
+  }
+  function params(C: number, dtype: "float32" | "float64" = "float32"): Record<string, T> {
+    loom.manual_seed(3);
+    const r = (...s: number[]) => loom.randn(s).mul(0.2).to(dtype);
+    return {
+      ln_w: r(C).add(1), ln_b: r(C), wq: r(C, C), wk: r(C, C), wv: r(C, C), aq: r(4, C), bq: r(C, 4), bias: r(C),
+      w1: r(2 * C, C), b1: r(2 * C), w2: r(C, 2 * C),
+    };
+  }
+
+  test("a realize is ONE FFI submit (no eager calls but the compiler's constant folding, no js fallback)", () => {
+    const p = params(16);
+    const x = loom.randn([2, 8, 16]);
+    block(x.lazy(), p, true).eval().dataSync(); // compile once
+    const y = block(x.lazy(), p, true);
+    const e0 = nb.stats.execs;
+    const names = y.plan().instructions.map((i: any) => i.op.name); // compiles (a cache hit): folds constants
+    const folding = nb.stats.execs - e0;
+    for (const k of ["fused_layer_norm", "lora_linear", "fused_lora_linear", "fused_attention", "fused_matmul", "fused_softmax"]) expect(names).toContain(k);
+    const s0 = nb.shimCounters().submits, t0 = nb.stats.submits, e1 = nb.stats.execs, f0 = nb.stats.fallbacks;
+    y.eval().dataSync();
+    expect(nb.shimCounters().submits - s0).toBe(1);
+    expect(nb.stats.submits - t0).toBe(1);
+    expect(nb.stats.execs - e1).toBe(folding); // the plan itself makes no synchronous call
+    expect(nb.stats.fallbacks - f0).toBe(0);
+  });
+
+  test("JavaScript runs while a long plan executes; reading waits for it", async () => {
+    const S = 512;
+    const eye = loom.eye(S);
+    const x0 = loom.arange(0, S * S).remainder(7).sub(3).reshape([S, S]).float();
+    let y: any = x0.lazy();
+    for (let i = 0; i < 40; i++) y = y.matmul(eye.lazy());
+    const t = y.eval(); // submits and returns
+    const done = t.data(); // the completion promise
+    let settled = false;
+    done.then(() => { settled = true; });
+    expect(nb.inFlight).toBeGreaterThan(0);
+    let spins = 0;
+    const start = performance.now();
+    while (performance.now() - start < 5) spins++;
+    expect(spins).toBeGreaterThan(100);
+    expect(settled).toBe(false);
+    const values = await done;
+    expect(settled).toBe(true);
+    expect(Array.from(values.subarray(0, 8))).toEqual([-3, -2, -1, 0, 1, 2, 3, -3]);
+    // a synchronous read (item/tolist) of a pending output blocks until the plan has run
+    const z = x0.lazy().matmul(eye.lazy()).sum().eval();
+    expect(z.item()).toBe(bits(x0).reduce((a, b) => a + b, 0));
+  });
+
+  test("an in-place write waits for queued plans reading the buffer; later plans see the new values", () => {
+    const x = loom.randn([64, 64]);
+    const before = bits(x);
+    const y = x.lazy().mul(2).exp().eval(); // queued, reads x
+    x.add_(1);
+    const want = before.map((v) => Math.fround(Math.exp(Math.fround(v * 2))));
+    expect(maxRel(bits(y), want)).toBeLessThan(3e-7);
+    expect(bits(x.lazy().sub(1).eval())).toEqual(bits(x.sub(1)));
+  });
+
+  test("an error inside a plan surfaces when its result is read", () => {
+    const x = loom.randn([5]);
+    const idx = loom.tensor([0, 9], { dtype: "int64" });
+    const y = x.lazy().mul(2).index_select(0, idx.lazy()).eval();
+    expect(() => y.tolist()).toThrow("[index_select] index 9 is out of bounds for dimension 0 with size 5");
+    expect(x.lazy().add(1).eval().dataSync().length).toBe(5); // the backend goes on
+  });
+
+  const CASES: [string, Fn, (d: "float32" | "float64") => T[], string][] = [
+    ["softmax(x·s)", (x) => loom.softmax(x.mul(0.3), -1), (d) => [loom.randn([33, 700]).to(d)], "fused_softmax"],
+    ["softmax dim 0", (x) => loom.softmax(x, 0), (d) => [loom.randn([600, 9]).to(d)], "fused_softmax"],
+    ["layer_norm", (x, w, b) => loom.layer_norm(x, [600], w, b), (d) => [loom.randn([5, 600]).to(d), loom.randn([600]).to(d), loom.randn([600]).to(d)], "fused_layer_norm"],
+    ["rms_norm", (x, w) => loom.rms_norm(x, [1100], w), (d) => [loom.randn([6, 1100]).to(d), loom.randn([1100]).to(d)], "fused_rms_norm"],
+    ["sum of squares, all", (x) => x.mul(x).sum(), (d) => [loom.randn([70, 777]).to(d)], "fused_reduce"],
+    ["exp sum over dim 0 (streamed rows)", (x) => x.exp().sum(0).mul(3), (d) => [loom.randn([1300, 70]).to(d)], "fused_reduce"],
+    ["sum over dims 0, 2", (x) => x.exp().sum([0, 2]), (d) => [loom.randn([9, 4, 600]).to(d)], "fused_reduce"],
+    ["amax of |x|", (x) => x.abs().amax(-1), (d) => [loom.randn([7, 2100]).to(d)], "fused_reduce"],
+    ["linear + bias + GELU", (x, w, b) => loom.gelu(loom.linear(x, w, b)), (d) => [loom.randn([3, 20, 96]).to(d), loom.randn([80, 96]).to(d), loom.randn([80]).to(d)], "fused_matmul"],
+    ["causal attention", (q, k, v) => loom.scaled_dot_product_attention(q, k, v, { is_causal: true }), (d) => [0, 1, 2].map(() => loom.randn([2, 3, 40, 16]).to(d)), "fused_attention"],
+    ["LoRA pattern", (x, W, b, A, B) => loom.linear(x, W, b).add(loom.linear(loom.linear(x, A), B).mul(2)), (d) => [loom.randn([4, 10, 64]), loom.randn([48, 64]), loom.randn([48]), loom.randn([8, 64]), loom.randn([48, 8])].map((t) => t.to(d)), "fused_lora_linear"],
+    ["elementwise chain with broadcasts", (x, a, b) => loom.gelu(x.mul(a).add(b)).sub(x.sigmoid()), (d) => [loom.randn([300, 50]).to(d), loom.randn([50]).to(d), loom.randn([300, 1]).to(d)], "fused_elementwise"],
+  ];
+
+  for (const dtype of ["float32", "float64"] as const) {
+    for (const [name, fn, inputs, kernel] of CASES) {
+      test(`${name} (${dtype}): ${kernel} equals the eager ops bit for bit and js within tolerance`, () => {
+        loom.manual_seed(7);
+        const xs = inputs(dtype);
+        const eager = fn(...xs) as T;
+        const y = fn(...xs.map((t) => t.lazy()));
+        expect(y.plan().instructions.map((i: any) => i.op.name)).toContain(kernel);
+        const f0 = nb.stats.fallbacks;
+        const lazy = y.eval() as T;
+        expect(bits(lazy)).toEqual(bits(eager));
+        expect(nb.stats.fallbacks).toBe(f0);
+        set_default_backend("js");
+        try {
+          const ref = (fn(...xs.map((t) => t.lazy())) as any).eval() as T;
+          expect(maxRel(bits(lazy), bits(ref))).toBeLessThan(dtype === "float32" ? 2e-5 : 1e-12);
+        } finally {
+          set_default_backend("native");
+        }
+      });
+    }
+  }
+
+  test("a whole transformer block: lazy (fused) equals eager bit for bit (float32 and float64)", () => {
+    for (const d of ["float32", "float64"] as const) {
+      const p = params(16, d);
+      const x = loom.randn([2, 8, 16]).to(d);
+      expect(bits(block(x.lazy(), p, true).eval())).toEqual(bits(block(x, p, false)));
+    }
+  });
+
+  test("fused AdamW equals the optimizer's eager ops bit for bit", () => {
+    for (const d of ["float32", "float64"] as const) {
+      for (const opts of [{ lr: 1e-2 }, { lr: 3e-3, weight_decay: 0.1, maximize: true, betas: [0.8, 0.95] as [number, number] }]) {
+        const run = (fused: boolean) => {
+          loom.manual_seed(11);
+          const p = loom.randn([37, 29]).to(d).requires_grad_(true);
+          const opt = new loom.optim.AdamW([p], opts);
+          const saved = nb.adamw;
+          if (!fused) (nb as any).adamw = undefined;
+          try {
+            for (let s = 0; s < 5; s++) {
+              opt.zero_grad();
+              p.mul(p).sin().sum().backward();
+              opt.step();
+            }
+          } finally {
+            (nb as any).adamw = saved;
+          }
+          const st = opt.state.get(p) as unknown as Record<string, T>;
+          return [bits(p), bits(st.exp_avg!), bits(st.exp_avg_sq!)];
+        };
+        const e0 = nb.shimCounters().byOp.get("adamw") ?? 0;
+        const fused = run(true);
+        expect((nb.shimCounters().byOp.get("adamw") ?? 0) - e0).toBe(5);
+        expect(fused).toEqual(run(false));
+      }
+    }
+  });
+
+  test("the workspace and pooled output buffers are reused across runs", () => {
+    const x = loom.randn([256, 512]), w = loom.randn([512]);
+    const f = () => loom.rms_norm(x.lazy().mul(1.5), [512], w.lazy()).add(x.lazy()).eval();
+    for (let i = 0; i < 5; i++) f().dataSync();
+    const ws = workspaceBytes("cpu");
+    const m0 = nb.memory.stats().misses;
+    for (let i = 0; i < 40; i++) f().dataSync();
+    expect(workspaceBytes("cpu")).toBe(ws);
+    // outputs come from the pool once the collector has returned earlier ones
+    expect(nb.memory.stats().misses - m0).toBeLessThan(40);
+  });
+});
