@@ -6,6 +6,7 @@
  *   bun bench/native.ts --only W1,W8     # subset (prefix match)
  *   bun bench/native.ts --no-torch       # Loom only
  *   bun bench/native.ts --js-all         # also run js on W1c/W6/W7/W9 (minutes)
+ *   bun bench/native.ts --no-js          # native only
  *
  * Timing follows ref_torch.py: warm-up, then reps until both --min-reps and --min-time are met
  * (or --max-time), median reported. Every timed call returns a realized result (eager ops have
@@ -26,6 +27,7 @@ const MIN_REPS = Number(opt("--min-reps", "10"));
 const MAX_TIME = Number(opt("--max-time", "20")) * 1e3;
 const TORCH = !args.includes("--no-torch");
 const JS_ALL = args.includes("--js-all");
+const NO_JS = args.includes("--no-js");
 
 function bench(fn: () => unknown): { ms: number; reps: number } {
   for (let i = 0; i < 2; i++) fn();
@@ -43,7 +45,15 @@ function bench(fn: () => unknown): { ms: number; reps: number } {
 }
 
 // ---- workloads: make(lazy) -> a function returning a realized result ---------------------------
-const L = (x: loom.Tensor, lazy: boolean): T => (lazy ? x.lazy() : x);
+/** Lazy views of eager tensors made during one W7 step (one view per parameter: autograd.grad targets). */
+let views: Map<loom.Tensor, loom.LazyTensor> | null = null;
+const L = (x: loom.Tensor, lazy: boolean): T => {
+  if (!lazy) return x;
+  if (!views) return x.lazy();
+  let v = views.get(x);
+  if (!v) views.set(x, (v = x.lazy()));
+  return v;
+};
 /** The realized result, after every queued command buffer has finished (lazy plans run asynchronously). */
 const done = (y: T) => {
   const t = y.isLazy ? (y as loom.LazyTensor).eval() : y;
@@ -139,13 +149,28 @@ const WORKLOADS: [string, string, (lazy: boolean) => () => unknown, (ms: number)
   ["W7", "char-GPT LoRA step", (lazy) => {
     const { model, loraParams } = charGpt();
     const opt = new loom.optim.AdamW(loraParams, { lr: 1e-3 });
+    if (!lazy) {
+      return () => {
+        const logits = gptForward(model, lazy) as any;
+        const loss = loom.cross_entropy(logits.view([-1, V]), L(model.tgt, lazy).view([-1]) as any) as any;
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+        return done(loss);
+      };
+    }
+    // lazy: the loss and the LoRA gradients realize as ONE plan (forward and backward fused),
+    // then AdamW's fused update per parameter
     return () => {
+      views = new Map();
       const logits = gptForward(model, lazy) as any;
       const loss = loom.cross_entropy(logits.view([-1, V]), L(model.tgt, lazy).view([-1]) as any) as any;
-      opt.zero_grad();
-      loss.backward();
+      const grads = loom.autograd.grad(loss, loraParams.map((p) => views!.get(p)!)) as loom.LazyTensor[];
+      views = null;
+      const [l, ...gs] = loom.realizeAll([loss, ...grads]);
+      loraParams.forEach((p, i) => { p.grad = gs[i]!; });
       opt.step();
-      return done(loss);
+      return done(l!);
     };
   }, (ms) => `${(BATCH * CTX / ms * 1e3).toFixed(0)} tok/s`],
   ["W8", "10k y=y+x [16]", (lazy) => {
@@ -187,7 +212,7 @@ for (const [id, name, make, derive] of WORKLOADS) {
   let lazyMs = 0;
   for (const m of MODES) {
     if (m.backend === "native" && !nb) { cells.push("n/a"); continue; }
-    if (m.backend === "js" && JS_SLOW.has(id) && !JS_ALL) { cells.push("(skipped)"); continue; }
+    if (m.backend === "js" && ((JS_SLOW.has(id) && !JS_ALL) || NO_JS)) { cells.push("(skipped)"); continue; }
     set_default_backend(m.backend);
     try {
       const r = bench(make(m.lazy));

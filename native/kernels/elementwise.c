@@ -274,7 +274,13 @@ void ew_apply(int op, int dt, double *o, const double *a, const double *b, const
     case OP_div: LOOP2(x / y)
     case OP_floor_divide: LOOP2(floor(x / y))
     case OP_remainder: LOOP2(x - floor(x / y) * y)
-    case OP_pow: LOOP2(js_pow(x, y))
+    case OP_pow: {
+      /* x² is the common case (pow(x, 2) is correctly rounded: it equals x·x) */
+      int sq = 1;
+      for (int i = 0; i < n; i++) sq &= b[i] == 2;
+      if (sq) { LOOP2(x * x + 0 * y) }
+      LOOP2(js_pow(x, y))
+    }
     case OP_maximum: LOOP2(js_max(x, y))
     case OP_minimum: LOOP2(js_min(x, y))
     case OP_eq: LOOP2(x == y)

@@ -26,17 +26,21 @@ static void softmax_row(const double *v, double *p, int64_t n, int D) {
   for (int64_t j = 0; j < n; j += LOOM_BLOCK) {
     int w = (int)(n - j < LOOM_BLOCK ? n - j : LOOM_BLOCK);
     double *e = p + j;
-    for (int i = 0; i < w; i++) e[i] = v[j + i] - m;
-    round_block(e, D, w);
+    const double *x = v + j;
+    /* float32 values: float arithmetic rounds as double arithmetic rounded to float (53 >= 2·24+2) */
+    if (D == DT_F32) { float mf = (float)m; for (int i = 0; i < w; i++) e[i] = (float)x[i] - mf; }
+    else if (D == DT_F64) for (int i = 0; i < w; i++) e[i] = x[i] - m;
+    else { for (int i = 0; i < w; i++) e[i] = x[i] - m; round_block(e, D, w); }
     ew_apply(OP_exp, D, e, e, e, e, w);
-    round_block(e, D, w);
+    if (D != DT_F32 && D != DT_F64) round_block(e, D, w);
   }
   double z = R(D, fold_values(RED_SUM, p, n));
   for (int64_t j = 0; j < n; j += LOOM_BLOCK) {
     int w = (int)(n - j < LOOM_BLOCK ? n - j : LOOM_BLOCK);
     double *e = p + j;
-    for (int i = 0; i < w; i++) e[i] = e[i] / z;
-    round_block(e, D, w);
+    if (D == DT_F32) { float zf = (float)z; for (int i = 0; i < w; i++) e[i] = (float)e[i] / zf; }
+    else if (D == DT_F64) for (int i = 0; i < w; i++) e[i] = e[i] / z;
+    else { for (int i = 0; i < w; i++) e[i] = e[i] / z; round_block(e, D, w); }
   }
 }
 
@@ -170,35 +174,38 @@ typedef struct {
   const double *w, *b; /* dense copies of the weight and bias */
 } norm_ctx;
 
+/** y = R(a op b) over a row (R: the dtype's rounding); float32 in float arithmetic (same bits). */
+#define ROW_OP(D, n, dst, expr) do { \
+    if ((D) == DT_F32) { for (int64_t j = 0; j < (n); j++) dst[j] = (float)(expr); } \
+    else if ((D) == DT_F64) { for (int64_t j = 0; j < (n); j++) dst[j] = (expr); } \
+    else { for (int64_t j = 0; j < (n); j++) dst[j] = R(D, (expr)); } \
+  } while (0)
+
 static void norm_rows(void *vc, int64_t r0, int64_t r1) {
   norm_ctx *C = vc;
   int64_t N = C->N;
   int D = C->D;
   double *v = loom_scratch(SCR_T5, (size_t)LOOM_PAD(N) * 8);
   double *q = loom_scratch(SCR_T6, (size_t)LOOM_PAD(N) * 8);
+  const double *W = C->w, *Bv = C->b;
   const tdesc *o = &C->I->out;
   for (int64_t r = r0; r < r1; r++) {
     read_row(&C->I->in[0], &C->rx, r, N, v);
     double rs;
     if (C->rms) {
-      for (int64_t j = 0; j < N; j++) q[j] = R(D, v[j] * v[j]);
+      ROW_OP(D, N, q, v[j] * v[j]);
       double s = R(D, fold_values(RED_SUM, q, N));
       rs = R(D, 1 / sqrt(R(D, R(D, s / C->c1) + C->eps)));
     } else {
       double mu = R(D, R(D, fold_values(RED_SUM, v, N)) / C->c1);
-      for (int64_t j = 0; j < N; j++) {
-        v[j] = R(D, v[j] - mu);
-        q[j] = R(D, v[j] * v[j]);
-      }
+      ROW_OP(D, N, v, v[j] - mu);
+      ROW_OP(D, N, q, v[j] * v[j]);
       double s = R(D, fold_values(RED_SUM, q, N));
       rs = R(D, 1 / sqrt(R(D, R(D, s / C->c2) + C->eps)));
     }
-    for (int64_t j = 0; j < N; j++) {
-      double y = R(D, v[j] * rs);
-      if (C->has_w) y = R(D, y * C->w[j]);
-      if (C->has_b) y = R(D, y + C->b[j]);
-      q[j] = y;
-    }
+    ROW_OP(D, N, q, v[j] * rs);
+    if (C->has_w) ROW_OP(D, N, q, q[j] * W[j]);
+    if (C->has_b) ROW_OP(D, N, q, q[j] + Bv[j]);
     for (int64_t j = 0; j < N; j += LOOM_BLOCK) {
       int w = (int)(N - j < LOOM_BLOCK ? N - j : LOOM_BLOCK);
       store_block(o->p, o->dt, o->off + r * N + j, 1, q + j, w);

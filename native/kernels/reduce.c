@@ -12,6 +12,9 @@
  * amax/amin propagate NaN and return the first of equal signed zeros, as the sequential fold.
  */
 #include "common.h"
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 static inline double fold1(int kind, double acc, double x) {
   if (kind == RED_MAX) return (x > acc || isnan(x)) ? x : acc;
@@ -28,21 +31,38 @@ void fold_init(fold_t *f, int kind) {
 
 /** The block's own contribution: its lane sum (sum) or its extreme (amax/amin). */
 static double block_part(int kind, const double *v, int m) {
+  double l[8];
+  int i = 0;
   if (kind == RED_SUM) {
-    double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
+    for (int q = 0; q < 8; q++) l[q] = 0;
     for (; i + 8 <= m; i += 8)
       for (int q = 0; q < 8; q++) l[q] += v[i + q];
     double t = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
     for (; i < m; i++) t += v[i];
     return t;
   }
-  double l[8];
-  for (int q = 0; q < 8; q++) l[q] = red_init(kind);
-  int i = 0;
+  /* lanes, branch-free so they vectorize: NaN wins (x != x), else the larger (smaller) */
+  double init = red_init(kind);
+  for (int q = 0; q < 8; q++) l[q] = init;
+#ifdef __AVX512F__
+  __m512d L = _mm512_set1_pd(init);
+  if (kind == RED_MAX) {
+    for (; i + 8 <= m; i += 8) {
+      __m512d x = _mm512_loadu_pd(v + i);
+      L = _mm512_mask_mov_pd(L, _mm512_cmp_pd_mask(x, L, _CMP_GT_OQ) | _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), x);
+    }
+  } else {
+    for (; i + 8 <= m; i += 8) {
+      __m512d x = _mm512_loadu_pd(v + i);
+      L = _mm512_mask_mov_pd(L, _mm512_cmp_pd_mask(x, L, _CMP_LT_OQ) | _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q), x);
+    }
+  }
+  _mm512_storeu_pd(l, L);
+#else
   for (; i + 8 <= m; i += 8)
     for (int q = 0; q < 8; q++) l[q] = fold1(kind, l[q], v[i + q]);
-  double t = red_init(kind);
+#endif
+  double t = init;
   for (int q = 0; q < 8; q++) t = fold1(kind, t, l[q]);
   for (; i < m; i++) t = fold1(kind, t, v[i]);
   return t;
@@ -50,6 +70,9 @@ static double block_part(int kind, const double *v, int m) {
 
 static inline void first_zero(fold_t *f, const double *v, int m) {
   if (f->zseen) return;
+  int any = 0;
+  for (int i = 0; i < m; i++) any |= v[i] == 0;
+  if (!any) return;
   for (int i = 0; i < m; i++)
     if (v[i] == 0) { f->fz = v[i]; f->zseen = 1; return; }
 }

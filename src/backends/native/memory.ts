@@ -21,6 +21,8 @@ import { RAW } from "./program.ts";
 
 /** Tensors from this many bytes on live in pooled native memory. */
 export const POOL_MIN_BYTES = 16384;
+/** Pooled bytes allocated between collections requested by the pool, at least. */
+const GC_MIN_BYTES = 64 * 2 ** 20;
 
 type ArrayCtor = new (b: ArrayBuffer, offset: number, length: number) => TypedArray;
 const CTORS: Record<DType, ArrayCtor> = {
@@ -42,6 +44,7 @@ export class HostMemory {
     if (bytes < POOL_MIN_BYTES) return allocArray(dtype, n);
     const p = this.lib.sym.loom_alloc(bytes) as Pointer | null;
     if (!p) return allocArray(dtype, n); // the pool refused (too large): a plain array
+    this.pressure(bytes);
     // the deallocator (loom_free) gets (bytes, context) when the ArrayBuffer is collected
     const ab = (toArrayBuffer as unknown as (p: Pointer, off: number, len: number, ctx: Pointer, fn: Pointer) => ArrayBuffer)(p, 0, bytes, p, this.freeFn);
     return new CTORS[dtype](ab, 0, n);
@@ -57,6 +60,23 @@ export class HostMemory {
       n *= shape[i]!;
     }
     return { dtype, shape: shape.slice(), strides, offset: 0, data: this.array(dtype, n) };
+  }
+
+  private sinceGc = 0;
+  private budget = GC_MIN_BYTES;
+
+  /**
+   * The collector does not see how much native memory a small ArrayBuffer holds, so eager code
+   * (autograd keeping activations, many large temporaries) could outrun it by gigabytes. After
+   * allocating `budget` bytes the pool asks for a collection (budget: the bytes then in use, at
+   * least GC_MIN_BYTES), which returns dead buffers to the pool.
+   */
+  private pressure(bytes: number): void {
+    this.sinceGc += bytes;
+    if (this.sinceGc < this.budget) return;
+    this.sinceGc = 0;
+    Bun.gc(true);
+    this.budget = Math.max(GC_MIN_BYTES, this.stats().live);
   }
 
   /** [live bytes handed out, bytes cached for reuse, pool hits, pool misses]. */
