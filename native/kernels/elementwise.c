@@ -378,6 +378,92 @@ const double *prog_eval(const prog_t *P, const tdesc *ins, const int64_t *pos, c
   return regs + (size_t)P->code[P->out].dst * LOOM_BLOCK;
 }
 
+
+/* ---- float32 programs ------------------------------------------------------------------------- */
+/*
+ * A program whose every load, op and accumulator is float32 keeps its registers as floats:
+ * twice the SIMD width and half the traffic. Ops whose double result rounded to float equals the
+ * float operation (+ - * / sqrt 1/x, since 53 >= 2·24 + 2; and the exact ones: neg, abs, min, max,
+ * relu, sign, floor, ceil, round) run in float; every other op converts the block to double and
+ * runs the double kernel, so the bits are the double path's in every case.
+ */
+static int prog_is_f32(const prog_t *P, const tdesc *ins, const char *accp, int accdt) {
+  for (int k = 0; k < P->ncode; k++) {
+    const pcode *c = &P->code[k];
+    if ((c->kind == PC_LOAD || c->kind == PC_CONST) && ins[c->input].dt != DT_F32) return 0;
+    if (c->kind == PC_OP && (c->dt != DT_F32 || c->op == OP_where)) return 0;
+    if (c->kind == PC_ACC && (!accp || accdt != DT_F32)) return 0;
+  }
+  return 1;
+}
+
+static inline float js_maxf(float a, float b) {
+  if (a != a || b != b) return NAN;
+  if (a > b) return a;
+  if (b > a) return b;
+  return signbit(a) ? b : a;
+}
+
+static inline float js_minf(float a, float b) {
+  if (a != a || b != b) return NAN;
+  if (a < b) return a;
+  if (b < a) return b;
+  return signbit(a) ? a : b;
+}
+
+static void ew_apply_f32(int op, float *o, const float *a, const float *b, const float *c, int n) {
+#define F1(expr) _Pragma("omp simd") for (int i = 0; i < n; i++) { float x = a[i]; o[i] = (expr); } return;
+#define F2(expr) _Pragma("omp simd") for (int i = 0; i < n; i++) { float x = a[i], y = b[i]; o[i] = (expr); } return;
+  switch (op) {
+    case OP_neg: F1(-x)
+    case OP_abs: F1(fabsf(x))
+    case OP_sqrt: F1(sqrtf(x))
+    case OP_reciprocal: F1(1.0f / x)
+    case OP_relu: F1(x > 0 || x != x ? x : 0.0f)
+    case OP_floor: F1(floorf(x))
+    case OP_ceil: F1(ceilf(x))
+    case OP_round: F1(rintf(x))
+    case OP_sign: F1(x != x ? x : x > 0 ? 1.0f : x < 0 ? -1.0f : x)
+    case OP_contiguous: case OP_cast: if (o != a) memmove(o, a, (size_t)n * 4); return;
+    case OP_add: F2(x + y)
+    case OP_sub: F2(x - y)
+    case OP_mul: F2(x * y)
+    case OP_div: F2(x / y)
+    case OP_maximum: F2(js_maxf(x, y))
+    case OP_minimum: F2(js_minf(x, y))
+    default: break;
+  }
+#undef F1
+#undef F2
+  /* through double: unary ops (before OP_add in the table) read a, binary ones a and b */
+  double da[LOOM_BLOCK], db[LOOM_BLOCK];
+  for (int i = 0; i < n; i++) da[i] = a[i];
+  if (op >= OP_add) for (int i = 0; i < n; i++) db[i] = b[i];
+  ew_apply(op, DT_F32, da, da, op >= OP_add ? db : da, da, n);
+  for (int i = 0; i < n; i++) o[i] = (float)da[i];
+}
+
+static void load_block_f32(float *d, const float *p, int64_t i0, int64_t s, int n) {
+  if (s == 1) memcpy(d, p + i0, (size_t)n * 4);
+  else if (s == 0) { float v = p[i0]; for (int i = 0; i < n; i++) d[i] = v; }
+  else for (int i = 0; i < n; i++) d[i] = p[i0 + i * s];
+}
+
+static const float *prog_eval_f32(const prog_t *P, const tdesc *ins, const int64_t *pos, const int64_t *dir, int n,
+                                  const char *accp, int64_t accpos, float *regs, int *cinit) {
+  for (int k = 0; k < P->ncode; k++) {
+    const pcode *c = &P->code[k];
+    float *o = regs + (size_t)c->dst * LOOM_BLOCK;
+    if (c->kind == PC_LOAD) load_block_f32(o, (const float *)ins[c->input].p, pos[k], dir[k], n);
+    else if (c->kind == PC_CONST) { if (!*cinit) load_block_f32(o, (const float *)ins[c->input].p, pos[k], 0, LOOM_BLOCK); }
+    else if (c->kind == PC_OP)
+      ew_apply_f32(c->op, o, regs + (size_t)c->a * LOOM_BLOCK, regs + (size_t)c->b * LOOM_BLOCK, regs + (size_t)c->c * LOOM_BLOCK, n);
+    else load_block_f32(o, (const float *)accp, accpos, 1, n);
+  }
+  *cinit = 1;
+  return regs + (size_t)P->code[P->out].dst * LOOM_BLOCK;
+}
+
 /* ---- running a program over its index space ---------------------------------------------------- */
 typedef struct {
   const prog_t *P;
@@ -390,6 +476,7 @@ typedef struct {
   int64_t st[LOOM_MAXCODE + 2][LOOM_MAXD];
   int64_t base[LOOM_MAXCODE + 2];
   int64_t tiles_per_row;
+  int f32; /* every value float32: registers hold floats (prog_eval_f32) */
 } run_ctx;
 
 static void run_tiles(void *vc, int64_t t0, int64_t t1) {
@@ -413,6 +500,14 @@ static void run_tiles(void *vc, int64_t t0, int64_t t1) {
       if (i) for (int k = 0; k < nops; k++) opos[k] += i * C->st[k][d];
     }
     for (int k = 0; k < C->nl; k++) pos[C->lcode[k]] = opos[1 + k];
+    if (C->f32) {
+      const float *res = prog_eval_f32(P, C->ins, pos, dir, n, C->accp, C->accp ? opos[nops - 1] : 0, (float *)regs, &cinit);
+      float *q = (float *)C->out->p + opos[0];
+      int64_t os = C->st[0][nd - 1];
+      if (os == 1) memcpy(q, res, (size_t)n * 4);
+      else for (int i = 0; i < n; i++) q[i * os] = res[i];
+      continue;
+    }
     const double *res = prog_eval(P, C->ins, pos, dir, n, C->accp, C->accdt, C->accp ? opos[nops - 1] : 0, regs, &cinit);
     store_block(C->out->p, C->out->dt, opos[0], C->st[0][nd - 1], res, n);
   }
@@ -429,6 +524,7 @@ int prog_run(const prog_t *P, const tdesc *ins, const tdesc *out, const char *ac
   C->out = out;
   C->accp = accp;
   C->accdt = accdt;
+  C->f32 = out->dt == DT_F32 && prog_is_f32(P, ins, accp, accdt);
   int nl = 0;
   for (int k = 0; k < P->ncode; k++) if (P->code[k].kind == PC_LOAD || P->code[k].kind == PC_CONST) C->lcode[nl++] = k;
   C->nl = nl;
