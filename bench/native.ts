@@ -227,3 +227,22 @@ for (const [id, name, make, derive] of WORKLOADS) {
   rows.push(`| ${id} | ${name} | ${ref?.toFixed(3) ?? "—"} | ${cells.join(" | ")} | ${lazyMs ? derive(lazyMs) : ""} |`);
 }
 console.log("\n" + rows.join("\n"));
+
+// W8 split: recording 10k lazy ops (no realize) and the one realize, native
+if (nb && (!ONLY.length || ONLY.some((o) => "W8".startsWith(o)))) {
+  set_default_backend("native");
+  const x = loom.randn([16]), y0 = loom.zeros(16);
+  const record = () => { let y: any = y0.lazy(); const xx = x.lazy(); for (let i = 0; i < 10000; i++) y = y.add(xx); return y as loom.LazyTensor; };
+  for (let i = 0; i < 3; i++) done(record());
+  const rec: number[] = [], real: number[] = [];
+  for (let i = 0; i < 15; i++) {
+    const t0 = performance.now();
+    const y = record();
+    const t1 = performance.now();
+    done(y);
+    rec.push(t1 - t0);
+    real.push(performance.now() - t1);
+  }
+  const med = (a: number[]) => a.sort((p, q) => p - q)[a.length >> 1]!;
+  console.log(`W8 native lazy: recording ${(med(rec) * 1e3 / 10000).toFixed(3)} µs/op, realize ${med(real).toFixed(2)} ms (${(med(real) * 1e3 / 10000).toFixed(3)} µs/op)`);
+}
