@@ -55,11 +55,14 @@ static inline double now_us(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
 }
-/** Spin until *flag != value or `us` microseconds passed; returns whether it changed. */
+static atomic_int pool_parked; /* idle workers sleep at once (the executor is idle, or OpenBLAS threads work) */
+
+/** Spin until *flag != value, the pool is parked or `us` microseconds passed; returns whether it changed. */
 static int spin_while_eq(atomic_long *flag, long value, double us) {
   double end = 0;
   for (int i = 0;; i++) {
     if (atomic_load_explicit(flag, memory_order_acquire) != value) return 1;
+    if (atomic_load_explicit(&pool_parked, memory_order_relaxed)) return 0;
     __builtin_ia32_pause();
     if ((i & 63) == 63) {
       double t = now_us();
@@ -79,6 +82,8 @@ static atomic_int pool_pending;  /* helper chunks not yet finished */
 static atomic_int pool_sleepers;
 static struct { loom_task fn; void *ctx; int64_t n; int parts; } job;
 
+void loom_pool_park(int on) { atomic_store(&pool_parked, on); }
+
 int loom_nthreads(void) { return nthreads; }
 
 /* Set on threads running a part of a parallel job: a parallel_for inside runs serially there
@@ -96,7 +101,7 @@ static void *worker_main(void *arg) {
   in_task = 1;
   for (;;) {
     /* spin briefly (the next kernel of a plan usually follows at once), then sleep */
-    if (!spin_while_eq(&pool_gen, seen, 200)) {
+    if (atomic_load(&pool_parked) || !spin_while_eq(&pool_gen, seen, 200)) {
       pthread_mutex_lock(&pool_mu);
       atomic_fetch_add(&pool_sleepers, 1);
       while (atomic_load(&pool_gen) == seen) pthread_cond_wait(&pool_cv, &pool_mu);
@@ -291,15 +296,13 @@ static atomic_long q_seq; /* bumped by every submit: the idle executor spins on 
 static void *executor_main(void *arg) {
   (void)arg;
   for (;;) {
-    long seen = atomic_load_explicit(&q_seq, memory_order_acquire);
     pthread_mutex_lock(&q_mu);
     if (!q_head) {
-      /* a realize usually follows soon: spin a little before sleeping (wake-ups cost ~50 us) */
-      pthread_mutex_unlock(&q_mu);
-      spin_while_eq(&q_seq, seen, 50);
-      pthread_mutex_lock(&q_mu);
+      /* idle: JavaScript is building the next graph; nobody may spin against it on few cores */
+      loom_pool_park(1);
+      while (!q_head) pthread_cond_wait(&q_cv, &q_mu);
     }
-    while (!q_head) pthread_cond_wait(&q_cv, &q_mu);
+    loom_pool_park(0);
     cmd *c = q_head;
     pthread_mutex_unlock(&q_mu);
     c->failed = run_program(c->prog, c->nwords, c->err);
@@ -347,6 +350,7 @@ static void drain(void) {
  */
 int loom_exec(const double *prog, double nwords) {
   if (in_flight) drain();
+  loom_pool_park(0); /* eager kernels follow each other: workers may spin between them */
   return run_program(prog, (int64_t)nwords, sync_err);
 }
 
@@ -387,7 +391,7 @@ int loom_wait(void *h) {
     __builtin_ia32_pause();
     if ((i & 63) != 63) continue;
     double t = now_us();
-    if (end == 0) end = t + 100;
+    if (end == 0) end = t + 20;
     else if (t > end) break;
   }
   if (!atomic_load(&c->done)) {

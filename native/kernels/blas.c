@@ -21,6 +21,8 @@ typedef void (*dgemm_t)(int, int, int, int, int, int, double, const double *, in
 static sgemm_t p_sgemm;
 static dgemm_t p_dgemm;
 static int blas_state = -1; /* -1 not tried, 0 absent, 1 loaded */
+static void (*p_set_threads)(int);
+static int blas_threads = 1;
 static char blas_name[256];
 
 static void blas_load(void) {
@@ -31,6 +33,9 @@ static void blas_load(void) {
   if (!ct) ct = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
   if (ct) setenv("OPENBLAS_CORETYPE", ct, 1);
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  /* OpenBLAS's own threads (used only for one large product at a time, see loom_blas_threads)
+   * go to sleep at once afterwards instead of spinning against Loom's pool */
+  if (!getenv("OPENBLAS_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
   const char *cands[] = {want, "libopenblas.so.0", "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
                          "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0", "libopenblas.so", NULL};
   for (int i = 0; i < 5; i++) {
@@ -42,6 +47,7 @@ static void blas_load(void) {
     void (*set_threads)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
     if (!p_sgemm || !p_dgemm) { dlclose(h); continue; }
     if (set_threads) set_threads(1);
+    p_set_threads = set_threads;
     snprintf(blas_name, sizeof blas_name, "%s (OPENBLAS_CORETYPE=%s)", cands[i], ct ? ct : "auto");
     blas_state = 1;
     return;
@@ -52,6 +58,17 @@ static void blas_load(void) {
 int loom_blas_available(void) {
   if (blas_state < 0) blas_load();
   return blas_state;
+}
+
+/**
+ * Threads OpenBLAS may use for the next calls (1 everywhere but in `matmul_into`'s large single
+ * products, where OpenBLAS's 2-D split with shared packing beats splitting columns ourselves).
+ * Returns whether OpenBLAS can thread at all.
+ */
+int loom_blas_threads(int n) {
+  if (!loom_blas_available() || !p_set_threads) return 0;
+  if (n != blas_threads) { p_set_threads(n); blas_threads = n; }
+  return 1;
 }
 
 /** The loaded BLAS library ("" when the built-in GEMM is used). */

@@ -295,6 +295,9 @@ void matmul_entry(const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch
 
 /* blas.c */
 int loom_blas_available(void);
+int loom_blas_threads(int n);
+/* shim.c: while set, idle pool workers sleep instead of spinning (another pool has the cores) */
+void loom_pool_park(int on);
 void loom_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void loom_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
