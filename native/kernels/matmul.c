@@ -142,6 +142,10 @@ void matmul_entry(const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch
   mm_ctx C;
   mm_setup(&C, a, b, o, nbatch);
   if (C.nbatch == 0 || C.M == 0 || C.N == 0) return;
+  if (nbatch == 1 && 2.0 * C.M * C.N * C.K >= 1e8) { /* matmul_into makes this one (threaded) GEMM call */
+    C.chunks = 1;
+    C.csize = C.split_n ? C.N : C.M;
+  }
   mm_tasks(&C, 0, C.nbatch * C.chunks);
 }
 
