@@ -1,6 +1,7 @@
 /**
- * Memory over many LoRA training steps on the native backend: RSS must stay flat (buffers are
- * GC-managed typed arrays; the shim allocates only transient scratch it frees per kernel).
+ * Memory over many LoRA training steps on the native backend: RSS must stay flat (tensors are
+ * GC-managed typed arrays, large ones over pooled native memory returned to the pool when they
+ * are collected; kernels' scratch is per-thread and reused; plans share one workspace).
  *
  *   bun bench/native_rss.ts [steps=2000] [--lazy]
  *
@@ -43,4 +44,5 @@ for (let i = 1; i <= steps; i++) {
   }
 }
 Bun.gc(true);
-console.log(`final: RSS ${mb().toFixed(1)} MiB, growth ${(mb() - base).toFixed(1)} MiB over ${steps} steps, ${((performance.now() - t0) / steps).toFixed(2)} ms/step`);
+const pool = nativeBackend()!.memory.stats();
+console.log(`final: RSS ${mb().toFixed(1)} MiB, growth ${(mb() - base).toFixed(1)} MiB over ${steps} steps, ${((performance.now() - t0) / steps).toFixed(2)} ms/step; native pool: ${(pool.live / 2 ** 20).toFixed(1)} MiB in use, ${(pool.cached / 2 ** 20).toFixed(1)} MiB cached`);
