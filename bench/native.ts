@@ -12,11 +12,10 @@
  * (or --max-time), median reported. Every timed call returns a realized result (eager ops have
  * run; lazy graphs are eval()'d), so no iteration times a submit alone.
  */
-import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
 import * as loom from "../src/index.ts";
 import { set_default_backend } from "../src/lazy/device.ts";
 import { nativeBackend } from "../src/backends/native/backend.ts";
+import { torchRef as torchRefMs } from "./lib/torch_ref.ts";
 
 type T = loom.Tensor | loom.LazyTensor;
 const args = process.argv.slice(2);
@@ -191,15 +190,7 @@ const MODES = [
 const JS_SLOW = new Set(["W1c", "W6", "W7", "W9"]);
 
 function torchRef(id: string): number | null {
-  const script = resolve(import.meta.dir, "../../shared/bench/ref_torch.py");
-  if (!TORCH || !existsSync(script) || !existsSync("/usr/bin/python3")) return null;
-  const out = join("/tmp", `loom-ref-${process.pid}.jsonl`);
-  const r = Bun.spawnSync(["/usr/bin/python3", script, "--only", id, "--min-time", String(MIN_TIME / 1e3), "--json-out", out], {
-    env: { ...process.env, OPENBLAS_CORETYPE: "SkylakeX", ATEN_CPU_CAPABILITY: "avx512", MALLOC_MMAP_THRESHOLD_: "4294967296", MALLOC_TRIM_THRESHOLD_: "68719476736" },
-    stdout: "pipe", stderr: "pipe",
-  });
-  const line = r.stdout.toString().split("\n").find((l) => l.startsWith(`{"id": "${id}"`));
-  return line ? (JSON.parse(line).ms as number) : null;
+  return TORCH ? torchRefMs(id, MIN_TIME) : null;
 }
 
 const nb = nativeBackend();

@@ -12,10 +12,9 @@
  * On a machine without a GPU this is Mesa's lavapipe (Vulkan on the CPU): the figures measure
  * the WebGPU path's overheads and lavapipe's code generation, not a GPU.
  */
-import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
 import * as loom from "../src/index.ts";
 import { webgpuBackend } from "../src/backends/webgpu/index.ts";
+import { torchRef as torchRefMs } from "./lib/torch_ref.ts";
 
 type T = loom.Tensor | loom.LazyTensor;
 const args = process.argv.slice(2);
@@ -164,15 +163,7 @@ const WORKLOADS: [string, string, (lazy: boolean) => () => unknown, (ms: number)
 ];
 
 function torchRef(id: string): number | null {
-  const script = resolve(import.meta.dir, "../../shared/bench/ref_torch.py");
-  if (!TORCH || !existsSync(script) || !existsSync("/usr/bin/python3")) return null;
-  const out = join("/tmp", `loom-ref-${process.pid}.jsonl`);
-  const r = Bun.spawnSync(["/usr/bin/python3", script, "--only", id, "--min-time", String(MIN_TIME / 1e3), "--json-out", out], {
-    env: { ...process.env, OPENBLAS_CORETYPE: "SkylakeX", ATEN_CPU_CAPABILITY: "avx512", MALLOC_MMAP_THRESHOLD_: "4294967296", MALLOC_TRIM_THRESHOLD_: "68719476736" },
-    stdout: "pipe", stderr: "pipe",
-  });
-  const line = r.stdout.toString().split("\n").find((l) => l.startsWith(`{"id": "${id}"`));
-  return line ? (JSON.parse(line).ms as number) : null;
+  return TORCH ? torchRefMs(id, MIN_TIME) : null;
 }
 
 console.log(`# Loom bench on webgpu: ${status.device}`);
