@@ -152,12 +152,9 @@ export function cross_entropy<S extends TensorOps<S>>(input: S, target: S, opts:
   const nll = logp.gather(cdim, safe.unsqueeze(cdim)).squeeze(cdim).neg();
   let w = valid.to(input.dtype);
   if (weight) w = w.mul(weight.index_select(0, safe.flatten()).reshape(safe.shape as number[]));
-  let loss = nll.mul(w);
-  let smooth: S | null = null;
-  if (label_smoothing > 0) {
-    const s = (wview ? logp.mul(wview) : logp).sum(cdim).neg().mul(valid.to(input.dtype));
-    smooth = s;
-  }
+  const loss = nll.mul(w);
+  // label smoothing: the (weighted) mean over classes of -log p, on the non-ignored targets
+  const smooth = label_smoothing > 0 ? (wview ? logp.mul(wview) : logp).sum(cdim).neg().mul(valid.to(input.dtype)) : null;
   if (reduction === "none") {
     return smooth ? loss.mul(1 - label_smoothing).add(smooth.mul(label_smoothing / C)) : loss;
   }
@@ -167,9 +164,7 @@ export function cross_entropy<S extends TensorOps<S>>(input: S, target: S, opts:
     const sr = denom ? smooth.sum().div(denom) : smooth.sum();
     r = r.mul(1 - label_smoothing).add(sr.mul(label_smoothing / C));
   }
-  void loss;
-  loss = r;
-  return loss;
+  return r;
 }
 
 /** Mean squared error (torch.nn.functional.mse_loss). */
