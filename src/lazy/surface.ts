@@ -262,17 +262,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
 
   /** condition ? this : other, broadcasting (torch.Tensor.where). */
   where(condition: Self, other: Self | Scalar): Self {
-    const o = typeof other === "object" ? other : this._wrapLike(other);
+    const o = typeof other === "object" ? other : this._wrap(other);
     return condition._apply(OPS.where, [this as unknown as Self, o], {});
-  }
-  /** A scalar wrapped as a 0-d tensor of this dtype's category (for where/masked_fill). */
-  private _wrapLike(v: Scalar): Self {
-    return this._wrap(v);
   }
   /** Fill positions where `mask` is true with `value`; keeps this dtype (torch.masked_fill). */
   masked_fill(mask: Self, value: Self | Scalar): Self {
     if (mask.dtype !== "bool") throw new LoomDtypeError(`[masked_fill] mask must be a bool tensor, got ${mask.dtype}`);
-    const v = typeof value === "object" ? value : this._wrapLike(value);
+    const v = typeof value === "object" ? value : this._wrap(value);
     if (typeof value === "object" && value.ndim !== 0) {
       throw new LoomShapeError(`[masked_fill] only supports a 0-dimensional value tensor, but got a tensor with ${value.ndim} dimensions`);
     }
