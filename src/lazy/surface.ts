@@ -221,6 +221,9 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Source: Hendrycks & Gimpel 2016; torch.nn.GELU.
    */
   gelu(approximate: "none" | "tanh" = "none"): Self {
+    if (approximate !== "none" && approximate !== "tanh") {
+      throw new LoomValueError(`[gelu] approximate argument must be either none or tanh, got '${approximate}'`);
+    }
     const x = this as unknown as Self;
     if (approximate === "tanh") {
       const inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(Math.sqrt(2 / Math.PI));
