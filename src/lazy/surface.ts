@@ -186,7 +186,9 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   pow(o: Self | Scalar): Self {
     return this._bin(OPS.pow, o);
   }
+  /** x·x; bool promotes to int64 as in torch (square is pow(x, 2)). */
   square(): Self {
+    if (this.dtype === "bool") return this.to("int64").square();
     return this.mul(this as unknown as Self);
   }
   maximum(o: Self): Self {
