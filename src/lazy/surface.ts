@@ -465,6 +465,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   /** Sum broadcast dims away so the result has `shape` (torch.Tensor.sum_to_size). */
   sum_to_size(...shape: (number | readonly number[])[]): Self {
     const s = flatShapeArgs(shape);
+    // size [] always sums, so a 0-d int32/bool tensor comes back int64 as in torch (at::sum_to)
+    if (s.length === 0) return this.sum();
     if (shapesEqual(s, this.shape)) return this as unknown as Self;
     const lead = this.ndim - s.length;
     if (lead < 0) throw new LoomShapeError(`[sum_to_size] size ${fmtShape(s)} is not expandable to size ${fmtShape(this.shape)}`);

@@ -15,6 +15,23 @@ function suite(device: string) {
     expect(() => loom.gelu(x, "asdf" as any)).toThrow("[gelu] approximate argument must be either none or tanh, got 'asdf'");
     expect(() => loom.gelu(x.lazy(), "asdf" as any)).toThrow(loom.LoomValueError);
   });
+
+  test("square of bool is int64 (torch.square(torch.tensor([True, False])) = tensor([1, 0]))", () => {
+    for (const x of [t([true, false], "bool"), t([true, false], "bool").lazy()]) {
+      const y = x.square().eval();
+      expect(y.dtype).toBe("int64");
+      expect(y.tolist()).toEqual([1, 0]);
+    }
+  });
+
+  test("sum_to_size([]) sums: a 0-d int32 tensor becomes int64 (torch: tensor(4, dtype=int64))", () => {
+    for (const x of [t(4, "int32"), t(4, "int32").lazy()]) {
+      const y = x.sum_to_size([]).eval();
+      expect(y.dtype).toBe("int64");
+      expect(y.item()).toBe(4);
+    }
+    expect(t([1, 2, 3], "int32").sum_to_size([]).eval().item()).toBe(6);
+  });
 }
 
 describe.each(BACKENDS)("opinfo fixes on %s", (backend) => {
