@@ -575,7 +575,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this._apply(OPS.index_select, [index], { dim: normalizeDim("index_select", dim, this.ndim) });
   }
   index_add(dim: number, index: Self, source: Self, opts?: { alpha?: number }): Self {
-    const src = opts?.alpha === undefined ? source : source.mul(opts.alpha);
+    // alpha 1 leaves source as is (a bool source times 1 would become int64)
+    const src = opts?.alpha === undefined || opts.alpha === 1 ? source : source.mul(opts.alpha);
     return this._apply(OPS.index_add, [index, src], { dim: normalizeDim("index_add", dim, this.ndim) });
   }
 

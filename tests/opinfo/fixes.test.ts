@@ -32,6 +32,12 @@ function suite(device: string) {
     }
     expect(t([1, 2, 3], "int32").sum_to_size([]).eval().item()).toBe(6);
   });
+
+  test("scatter_add and index_add reject a source of another dtype (torch: RuntimeError)", () => {
+    const x = t([1, 2], "float32"), i = t([0, 1], "int64"), s = t([1, 2], "int64");
+    expect(() => x.scatter_add(0, i, s)).toThrow("[scatter_add] self (float32) and source (int64) must have the same dtype");
+    expect(() => x.lazy().index_add(0, i.lazy(), s.lazy())).toThrow("[index_add] self (float32) and source (int64) must have the same dtype");
+  });
 }
 
 describe.each(BACKENDS)("opinfo fixes on %s", (backend) => {

@@ -4,6 +4,7 @@
  */
 import { LoomDtypeError, LoomIndexError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
 import { broadcastShapes, broadcastStrides, numel } from "../../tensor/shape.ts";
+import type { DType } from "../../tensor/dtype.ts";
 import { forEachStrided, type TensorData } from "../../tensor/storage.ts";
 import { requireIndex, sameDtype, sameShape } from "../infer.ts";
 import { defineOp, type KernelOp } from "../op.ts";
@@ -135,6 +136,12 @@ export const gather: KernelOp<DimAttrs> = defineOp<DimAttrs, KernelOp<DimAttrs>>
   describe: (a) => `dim=${a.dim}`,
 });
 
+/** self and the added source must share a dtype, as torch requires (no silent cast of src). */
+function sameSourceDtype(op: string, [x, _index, src]: readonly { dtype: DType }[]): DType {
+  if (x!.dtype !== src!.dtype) throw new LoomDtypeError(`[${op}] self (${x!.dtype}) and source (${src!.dtype}) must have the same dtype`);
+  return x!.dtype;
+}
+
 /** torch.scatter_add(input, dim, index, src): out = input; out[index[i][j]][j] += src[i][j]. */
 export const scatter_add: KernelOp<DimAttrs> = defineOp<DimAttrs, KernelOp<DimAttrs>>({
   kind: "kernel", arity: 3, name: "scatter_add",
@@ -144,7 +151,7 @@ export const scatter_add: KernelOp<DimAttrs> = defineOp<DimAttrs, KernelOp<DimAt
     if (index!.shape.some((s, d) => s > src!.shape[d]!)) throw new LoomShapeError(`[scatter_add] index ${fmtShape(index!.shape)} is larger than src ${fmtShape(src!.shape)}`);
     return [...x!.shape];
   },
-  dtype: sameDtype,
+  dtype: (ms) => sameSourceDtype("scatter_add", ms),
   ref: ([x, index, src], a, out) => {
     forEachStrided(x!.shape, [x!], (i, idx) => { out.data[i] = x!.data[idx[0]!]!; });
     const srcView = { strides: src!.strides, offset: src!.offset };
@@ -200,7 +207,7 @@ export const index_add: KernelOp<DimAttrs> = defineOp<DimAttrs, KernelOp<DimAttr
     }
     return [...x!.shape];
   },
-  dtype: sameDtype,
+  dtype: (ms) => sameSourceDtype("index_add", ms),
   ref: ([x, index, src], a, out) => {
     forEachStrided(x!.shape, [x!], (i, idx) => { out.data[i] = x!.data[idx[0]!]!; });
     const n = numel(index!.shape);
