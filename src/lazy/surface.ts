@@ -568,6 +568,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   }
   /** Copy of this with src added at index along dim (torch.scatter_add). */
   scatter_add(dim: number, index: Self, src: Self): Self {
+    // bool add is logical or in torch; the kernels add, so count in int32 and test != 0
+    if (this.dtype === "bool" && src.dtype === "bool") return this.int().scatter_add(dim, index, src.int()).ne(0);
     return this._apply(OPS.scatter_add, [index, src], { dim: normalizeDim("scatter_add", dim, this.ndim) });
   }
   /** Rows (or slices along dim) picked by a 1-D index (torch.index_select). */
@@ -575,6 +577,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this._apply(OPS.index_select, [index], { dim: normalizeDim("index_select", dim, this.ndim) });
   }
   index_add(dim: number, index: Self, source: Self, opts?: { alpha?: number }): Self {
+    // bool: logical or, as for scatter_add
+    if (this.dtype === "bool" && source.dtype === "bool") return this.int().index_add(dim, index, source.int(), opts).ne(0);
     // alpha 1 leaves source as is (a bool source times 1 would become int64)
     const src = opts?.alpha === undefined || opts.alpha === 1 ? source : source.mul(opts.alpha);
     return this._apply(OPS.index_add, [index, src], { dim: normalizeDim("index_add", dim, this.ndim) });

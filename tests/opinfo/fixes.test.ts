@@ -33,6 +33,20 @@ function suite(device: string) {
     expect(t([1, 2, 3], "int32").sum_to_size([]).eval().item()).toBe(6);
   });
 
+  test("bool scatter_add and index_add are logical or: no 2 stored in a bool tensor", () => {
+    // torch: x.scatter_add(0, i, s) and x.index_add(0, i, s) are tensor([True, True, True]) for
+    // x = [False, False, True], i = [0, 0, 1], s = [True, True, True]; sum() of either is 3
+    for (const lazy of [false, true]) {
+      const l = (v: loom.Tensor): any => (lazy ? v.lazy() : v);
+      const x = l(t([false, false, true], "bool")), i = l(t([0, 0, 1], "int64")), s = l(t([true, true, true], "bool"));
+      for (const y of [x.scatter_add(0, i, s), x.index_add(0, i, s)]) {
+        expect(y.dtype).toBe("bool");
+        expect(Array.from(y.eval().dataSync())).toEqual([1, 1, 1]);
+        expect(y.long().sum().item()).toBe(3);
+      }
+    }
+  });
+
   test("scatter_add and index_add reject a source of another dtype (torch: RuntimeError)", () => {
     const x = t([1, 2], "float32"), i = t([0, 1], "int64"), s = t([1, 2], "int64");
     expect(() => x.scatter_add(0, i, s)).toThrow("[scatter_add] self (float32) and source (int64) must have the same dtype");
