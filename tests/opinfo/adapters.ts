@@ -21,6 +21,7 @@ function params(c: Call, names: string[], ignore: string[] = []): any[] {
   const known = new Set([...names, ...ignore]);
   for (const k of Object.keys(c.kwargs)) {
     if (k === "device" && (c.kwargs[k] === "cpu" || c.kwargs[k] === null)) continue;
+    if (k === "memory_format") throw new Unsupported("keyword memory_format=");
     if (!known.has(k)) throw new Unsupported(`keyword ${k}=`);
   }
   if (c.args.length > names.length) throw new Unsupported(`${c.args.length} positional arguments`);
@@ -33,6 +34,20 @@ const dtypeOf = (d: any): loom.DType | undefined => {
 };
 const isT = (v: any): v is T => v instanceof loom.Tensor || v instanceof loom.LazyTensor;
 
+/** add/sub with alpha (other * alpha added), as torch.add(input, other, alpha=...). */
+const withAlpha = (m: "add" | "sub"): Adapter => ({
+  run: (c) => {
+    const [o, alpha] = params(c, ["other", "alpha"]);
+    if (!isT(c.input)) throw new Unsupported("Python scalar as self");
+    // a bool alpha stays bool (torch: alpha=False with bool tensors keeps the result bool)
+    return (c.input as any)[m](o, alpha === undefined ? undefined : { alpha });
+  },
+});
+const divide = (c: Call) => {
+  const [o, m] = params(c, ["other", "rounding_mode"]);
+  if (!isT(c.input)) throw new Unsupported("Python scalar as self");
+  return c.input.div(o, m === undefined ? undefined : { rounding_mode: m });
+};
 const unary = (m: string): Adapter => ({ run: (c) => { params(c, []); return c.input[m](); } });
 const binary = (m: string): Adapter => ({
   run: (c) => {
@@ -92,7 +107,9 @@ const NORM: Adapter = {
 const shapeArg = (args: any[]): number[] => (args.length === 1 && Array.isArray(args[0]) ? args[0] : args);
 
 export const ADAPTERS: Record<string, Adapter> = {
-  ...Object.fromEntries(["add", "sub", "mul", "floor_divide", "remainder", "pow", "maximum", "minimum",
+  add: withAlpha("add"),
+  sub: withAlpha("sub"),
+  ...Object.fromEntries(["mul", "floor_divide", "remainder", "pow", "maximum", "minimum",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "rsub"].map((m) => [m, binary(m)])),
   ...Object.fromEntries(["neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
     "cos", "tanh", "sigmoid", "erf", "floor", "ceil", "round", "logical_not", "isnan", "square",
@@ -100,9 +117,9 @@ export const ADAPTERS: Record<string, Adapter> = {
   "nn.functional.relu": unary("relu"),
   "nn.functional.silu": unary("silu"),
   "nn.functional.gelu": { run: (c) => loom.gelu(c.input, params(c, ["approximate"])[0] ?? "none") },
-  "div.no_rounding_mode": { run: (c) => { const [o] = params(c, ["other", "rounding_mode"]); return c.input.div(o); } },
-  "div.floor_rounding": { run: (c) => { const [o, m] = params(c, ["other", "rounding_mode"]); return c.input.div(o, { rounding_mode: m }); } },
-  "div.trunc_rounding": { run: (c) => { const [o, m] = params(c, ["other", "rounding_mode"]); return c.input.div(o, { rounding_mode: m }); } },
+  "div.no_rounding_mode": { run: divide },
+  "div.floor_rounding": { run: divide },
+  "div.trunc_rounding": { run: divide },
   clamp: { run: (c) => { const [lo, hi] = params(c, ["min", "max"]); return c.input.clamp(lo ?? null, hi ?? null); } },
   // OpInfo's where is input.where(condition, other) = torch.where(condition, input, other)
   where: { run: (c) => { const [cond, o] = params(c, ["condition", "other"]); return loom.where(cond, c.input, o); } },

@@ -76,8 +76,8 @@ arange linspace zeros ones zeros_like ones_like full_like eye
 
 DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.int64: "int64",
           torch.int32: "int32", torch.bool: "bool"}
-# samples kept per (op, dtype) from sample_inputs + reference_inputs, and error samples per op
-CAP = {torch.float64: 8, torch.float32: 5, torch.int64: 4, torch.int32: 2, torch.bool: 3}
+# samples kept per (op, dtype) from each of sample_inputs and reference_inputs; error samples per op
+CAP = {torch.float64: 8, torch.float32: 4, torch.int64: 4, torch.int32: 2, torch.bool: 3}
 ERROR_CAP = 6
 MAX_ELEMENTS = 1024  # a sample whose tensors hold more is skipped (keeps the files small)
 
@@ -94,6 +94,8 @@ def enc_num(v, f32=False):
         return "inf" if v > 0 else "-inf"
     if f32:
         return _f32(v)
+    if v == 0 and math.copysign(1, v) < 0:
+        return -0.0  # JSON -0.0; JS JSON.parse keeps the sign (reciprocal(-0) = -inf)
     return int(v) if v == int(v) and abs(v) < 2**53 else v
 
 
@@ -267,18 +269,25 @@ def gen_op(op):
         torch.manual_seed(seed)
         random.seed(seed)
         gen = torch.Generator().manual_seed(seed)
-        counts = {"s": 0, "r": 0}
-        kept = 0
+        # every candidate gets its id from its position; CAP of each kind (sample_inputs: the
+        # argument forms; reference_inputs: scalars, broadcasting, type promotion, extremal
+        # values), evenly spread over that kind, are kept
+        cands, counts = {"s": [], "r": []}, {"s": 0, "r": 0}
         for kind, s in samples_for(op, dtype):
-            if kept >= CAP[dtype]:
-                break
-            sid = f"{name}/{DTYPES[dtype]}/{kind}{counts[kind]}"
+            cands[kind].append((f"{name}/{DTYPES[dtype]}/{kind}{counts[kind]}", s))
             counts[kind] += 1
+        picks = []
+        for kind in ("s", "r"):
+            n, cap = len(cands[kind]), CAP[dtype]
+            ks = range(n) if n <= cap else sorted({round(i * (n - 1) / (cap - 1)) for i in range(cap)})
+            picks += [cands[kind][k] for k in ks]
+        for sid, s in picks:
             try:
                 recs.append(record(op, s, dtype, sid, gen))
-                kept += 1
             except Unsupported as e:
                 print(f"  skip {sid}: {e}", file=sys.stderr)
+            except RuntimeError as e:  # torch 1.13 itself fails on a few samples (e.g. a backward)
+                print(f"  skip {sid}: torch raises {str(e).splitlines()[0]}", file=sys.stderr)
     if op.error_inputs_func is not None:
         torch.manual_seed(zlib.crc32(f"{name}/error".encode()))
         k = 0

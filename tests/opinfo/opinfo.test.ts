@@ -12,7 +12,7 @@
  * - anything else is a mismatch (wrong value, dtype or gradient, or a missing error). A known one
  *   is listed in known_failures.json with a one-line diagnosis; a listed one that passes fails
  *   the suite, so fixes shrink the list.
- * List keys are sample ids; "id@backend" limits an entry to one backend. A known failure whose
+ * The lists are rewritten by update_lists.py (which holds the diagnoses); list keys are sample ids; "id@backend" limits an entry to one backend. A known failure whose
  * key ends in "?" is nondeterministic (uninitialized memory): it may pass, and is not asserted.
  *
  * Tolerances (|got - want| <= atol + rtol |want|, NaN equals NaN, infinities exact):
@@ -40,7 +40,7 @@ const GOLDENS: Golden[] = readdirSync(DIR).filter((f) => f.endsWith(".json")).so
   .map((f) => JSON.parse(readFileSync(new URL(f, DIR), "utf8")));
 const UNSUPPORTED: Record<string, string[]> = JSON.parse(readFileSync(new URL("./unsupported.json", import.meta.url), "utf8"));
 const KNOWN: Record<string, string> = JSON.parse(readFileSync(new URL("./known_failures.json", import.meta.url), "utf8"));
-const WEBGPU_CAP = 2;
+const WEBGPU_CAP = 4;
 
 type Backend = "js" | "native" | "webgpu";
 type Status = { kind: "pass" } | { kind: "unsupported"; why: string } | { kind: "mismatch"; why: string };
@@ -75,7 +75,10 @@ function decode(s: Sample, lazy: boolean, gpu: boolean): { call: Call; leaves: (
   };
   const call: Call = {
     input: value(s.input), args: s.args.map(value),
-    kwargs: Object.fromEntries(Object.entries(s.kwargs).map(([k, v]) => [k, value(v)])),
+    kwargs: Object.fromEntries(Object.entries(s.kwargs).map(([k, v]) => {
+      if (k === "memory_format") throw new Unsupported("keyword memory_format=");
+      return [k, value(v)];
+    })),
     device: gpu ? "webgpu" : undefined,
   };
   return { call, leaves: eager.map((t, i) => (s.tensors[i]!.rg ? t : null)) };
