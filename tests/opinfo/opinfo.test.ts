@@ -12,8 +12,10 @@
  * - anything else is a mismatch (wrong value, dtype or gradient, or a missing error). A known one
  *   is listed in known_failures.json with a one-line diagnosis; a listed one that passes fails
  *   the suite, so fixes shrink the list.
- * The lists are rewritten by update_lists.py (which holds the diagnoses); list keys are sample ids; "id@backend" limits an entry to one backend. A known failure whose
- * key ends in "?" is nondeterministic (uninitialized memory): it may pass, and is not asserted.
+ * update_lists.py rewrites both lists (it holds the reasons and diagnoses). Keys are sample ids;
+ * "id@backend" limits an entry to one backend; a known failure whose key ends in "?" is
+ * nondeterministic (uninitialized memory): it may pass, and is not asserted.
+ * Error samples (torch raises) run on js and native; webgpu runs no error samples.
  *
  * Tolerances (|got - want| <= atol + rtol |want|, NaN equals NaN, infinities exact):
  * torch.testing.assert_close's defaults, float64 rtol 1e-7 atol 1e-7, float32 rtol 1.3e-6
