@@ -80,6 +80,7 @@ DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.int64: "int6
 CAP = {torch.float64: 8, torch.float32: 4, torch.int64: 4, torch.int32: 2, torch.bool: 3}
 ERROR_CAP = 6
 MAX_ELEMENTS = 1024  # a sample whose tensors hold more is skipped (keeps the files small)
+SMALL = 64  # sample_inputs whose median sample has at most this many elements keep 3 CAP of them
 
 
 def _f32(v):
@@ -279,6 +280,9 @@ def gen_op(op):
         picks = []
         for kind in ("s", "r"):
             n, cap = len(cands[kind]), CAP[dtype]
+            sizes = sorted(n_elements(c[1]) for c in cands[kind])
+            if kind == "s" and sizes and sizes[len(sizes) // 2] <= SMALL:
+                cap *= 3  # small samples cost little: keep more of them
             ks = range(n) if n <= cap else sorted({round(i * (n - 1) / (cap - 1)) for i in range(cap)})
             picks += [cands[kind][k] for k in ks]
         for sid, s in picks:
