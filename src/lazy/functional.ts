@@ -69,12 +69,21 @@ function normDims(op: string, x: TensorOps<any>, normalized_shape: readonly numb
 /**
  * Layer normalization over the last dims: (x - E[x]) / sqrt(Var[x] + eps) · weight + bias,
  * with the biased variance. Source: Ba et al. 2016; torch.nn.functional.layer_norm.
+ *
+ * The mean is a corrected two pass (Chan, Golub & LeVeque 1983): m0 = mean(x) is rounded, so
+ * x - m0 is centred again by its own mean. For a constant row x - m0 is one exact value whose
+ * mean is itself, so the centred row is exactly 0 and y = bias, as torch's Welford moments give
+ * (a plain x - mean(x) leaves the rounding error of the mean, ±0.3 after dividing by
+ * sqrt(eps) at 12345.678). m0 is detached: the centring's gradient is the second pass's.
+ * Decomposition: m0 = sum(x)/n; d0 = x - m0; d = d0 - sum(d0)/n; var = sum(d·d)/n;
+ * y = d · rsqrt(var + eps) [· w] [+ b] (the reference for fused_layer_norm).
  * @param x - [*, ...normalized_shape]; weight, bias - normalized_shape
  * @param eps - added to the variance (absolute)
  */
 export function layer_norm<S extends TensorOps<S>>(x: S, normalized_shape: readonly number[], weight?: S | null, bias?: S | null, eps = 1e-5): S {
   const dims = normDims("layer_norm", x, normalized_shape);
-  const d = x.sub(x.mean(dims, true));
+  const d0 = x.sub(x.mean(dims, true).detach());
+  const d = d0.sub(d0.mean(dims, true));
   let y = d.mul(d.mul(d).mean(dims, true).add(eps).rsqrt());
   if (weight) y = y.mul(weight);
   if (bias) y = y.add(bias);

@@ -5,7 +5,7 @@
  * recording happen here, so eager and lazy tensors fail the same way at the same moment.
  */
 import { runBackward, type AutogradTensor, type BackwardOptions, type GradFnNode } from "../autograd/engine.ts";
-import { is_grad_enabled } from "../autograd/grad_mode.ts";
+import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
 import {
@@ -82,6 +82,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this;
   }
 
+  /** `out` with a zero gradient to each of `inputs` that requires grad (rounding ops, counts). */
+  protected _zeroGrad(out: Self, inputs: readonly Self[], name: string): Self {
+    if (is_grad_enabled() && isFloating(out.dtype) && inputs.some((i) => i.requires_grad)) {
+      this._record(out, name, inputs, () => inputs.map((i) => (i.requires_grad ? i.detach().zeros_like() : null)));
+    }
+    return out;
+  }
   /** Attach autograd history to an op output. */
   protected _record(out: Self, name: string, inputs: readonly Self[], apply: (g: Self) => (Self | null)[]): void {
     out.grad_fn = { name, inputs, apply, released: false };
@@ -165,17 +172,31 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   mul(o: Self | Scalar): Self {
     return this._bin(OPS.mul, o);
   }
-  /** True division; `rounding_mode` "floor" or "trunc" keeps integer dtypes (torch.div). */
+  /**
+   * True division; `rounding_mode` "floor" or "trunc" keeps integer dtypes and has a zero
+   * gradient (torch.div).
+   * @throws LoomValueError for integer division by zero ("ZeroDivisionError", as torch)
+   */
   div(o: Self | Scalar, opts?: { rounding_mode?: "floor" | "trunc" | null }): Self {
     const m = opts?.rounding_mode;
-    if (m === "floor") return this.floor_divide(o);
-    if (m === "trunc") {
-      const q = this._bin(OPS.div, o);
-      const t = q.sign().mul(q.abs().floor());
-      const d = this._apply(OPS.floor_divide, [this._wrap(o)], {}).dtype;
-      return t.to(d);
-    }
-    return this._bin(OPS.div, o);
+    if (!m) return this._bin(OPS.div, o);
+    const other = this._wrap(o);
+    const inputs = [this as unknown as Self, other];
+    // the rounded quotient is computed without history; torch's derivative is zero for both modes
+    const r = no_grad(() => {
+      if (m === "floor") return this._bin(OPS.floor_divide, other);
+      const d = this._apply(OPS.floor_divide, [other], {}).dtype;
+      if (d !== "float32" && d !== "float64" && d !== "float16" && d !== "bfloat16") {
+        // integers: trunc(a / b) = floor_divide(a, b), plus 1 where the remainder is non-zero and the
+        // signs differ; floor_divide raises for b = 0 as torch does
+        const q = this._bin(OPS.floor_divide, other);
+        const fix = this._bin(OPS.remainder, other).ne(0).logical_and(this.lt(0).ne(other.lt(0)));
+        return q.add(fix.to(d));
+      }
+      const q = this._bin(OPS.div, other);
+      return q.sign().mul(q.abs().floor()).to(d);
+    });
+    return this._zeroGrad(r, inputs, "div");
   }
   floor_divide(o: Self | Scalar): Self {
     return this._bin(OPS.floor_divide, o);
@@ -240,10 +261,12 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     if ((min === undefined || min === null) && (max === undefined || max === null)) {
       throw new LoomValueError("[clamp] at least one of 'min' or 'max' must not be None");
     }
-    // min(max(x, min), max) as torch: with min > max everything becomes max; NaN stays NaN
+    // min(max(x, min), max) as torch: with min > max everything becomes max. NaN stays NaN with a
+    // zero gradient (torch's clamp_backward passes it only where min <= x <= max): the NaN is
+    // taken from a detached copy
     let r = this as unknown as Self;
-    if (min !== undefined && min !== null) r = r.where(r.ge(min).logical_or(r.isnan()), min);
-    if (max !== undefined && max !== null) r = r.where(r.le(max).logical_or(r.isnan()), max);
+    if (min !== undefined && min !== null) r = r.where(r.ge(min), r.detach().where(r.isnan(), min));
+    if (max !== undefined && max !== null) r = r.where(r.le(max), r.detach().where(r.isnan(), max));
     return r;
   }
   clip(min?: Self | number | null, max?: Self | number | null): Self {
@@ -289,11 +312,26 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const n = dims.reduce((p, d) => p * this.shape[d]!, 1);
     return this.sum(dims, keepdim).div(n);
   }
+  /**
+   * Maximum over `dim` (all dims when omitted) (torch.amax).
+   * @throws LoomValueError for an empty tensor without `dim`; LoomIndexError when a reduced dim has size 0
+   */
   amax(dim?: DimArg, keepdim = false): Self {
-    return this._apply(OPS.amax, [], { dim: normalizeDims("amax", dim, this.ndim), keepdim });
+    return this._extreme("amax", true, dim, keepdim);
   }
   amin(dim?: DimArg, keepdim = false): Self {
-    return this._apply(OPS.amin, [], { dim: normalizeDims("amin", dim, this.ndim), keepdim });
+    return this._extreme("amin", false, dim, keepdim);
+  }
+  /** amax/amin under the name `op` (amax, max...): an empty input has no identity, as in torch. */
+  private _extreme(op: string, largest: boolean, dim: DimArg, keepdim: boolean): Self {
+    if ((dim === undefined || dim === null) && this.numel() === 0) {
+      throw new LoomValueError(`[${op}] expected reduction dim to be specified for input.numel() == 0 (input shape ${fmtShape(this.shape)}); specify the reduction dim with the 'dim' argument`);
+    }
+    return this._apply(largest ? OPS.amax : OPS.amin, [], { dim: normalizeDims(op, dim, this.ndim), keepdim });
+  }
+  /** Whether reducing over `dim` folds an empty set (then amax/amin have no value). */
+  private _reducesEmpty(op: string, dim: DimArg): boolean {
+    return normalizeDims(op, dim, this.ndim).some((d) => this.shape[d] === 0);
   }
   /**
    * max(): the maximum (0-d); max(dim, keepdim): {values, indices} with the first index of each
@@ -303,7 +341,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   max(dim: number, keepdim?: boolean): { values: Self; indices: Self };
   max(other: Self): Self;
   max(arg?: number | Self, keepdim = false): Self | { values: Self; indices: Self } {
-    if (arg === undefined) return this.amax();
+    if (arg === undefined) return this._extreme("max", true, undefined, false);
     if (typeof arg !== "number") return this.maximum(arg);
     return this._extremeWithIndices(arg, keepdim, true);
   }
@@ -311,12 +349,14 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   min(dim: number, keepdim?: boolean): { values: Self; indices: Self };
   min(other: Self): Self;
   min(arg?: number | Self, keepdim = false): Self | { values: Self; indices: Self } {
-    if (arg === undefined) return this.amin();
+    if (arg === undefined) return this._extreme("min", false, undefined, false);
     if (typeof arg !== "number") return this.minimum(arg);
     return this._extremeWithIndices(arg, keepdim, false);
   }
   private _extremeWithIndices(dim: number, keepdim: boolean, largest: boolean): { values: Self; indices: Self } {
-    const d = normalizeDim(largest ? "max" : "min", dim, this.ndim);
+    const op = largest ? "max" : "min";
+    const d = normalizeDim(op, dim, this.ndim);
+    if (this.shape[d] === 0) throw new LoomIndexError(`[${op}] expected reduction dim ${d} to have non-zero size (input shape ${fmtShape(this.shape)})`);
     if (this.ndim === 0) return { values: this as unknown as Self, indices: this._constant(fromValues("int64", [], [0])) };
     const idx = largest ? this.argmax(d, true) : this.argmin(d, true);
     // values through gather so the gradient goes to the selected element only (as torch)
@@ -348,10 +388,18 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   /** log(sum(exp(x))) over `dim`, stabilized by the (detached) max (torch.logsumexp). */
   logsumexp(dim: DimArg, keepdim = false): Self {
     const dims = normalizeDims("logsumexp", dim, this.ndim);
-    const m = this.amax(dims, true).detach();
-    const safe = m.where(m.abs().lt(Infinity), 0); // all -inf rows: keep -inf, not NaN
+    const safe = this._stabilizer("logsumexp", dims);
     const r = this.sub(safe).exp().sum(dims, true).log().add(safe);
     return keepdim ? r : r.squeeze(dims);
+  }
+  /**
+   * The detached max over `dims` (keepdim) that softmax-like ops subtract, with infinite maxima
+   * replaced by 0 (an all -inf row keeps -inf, not NaN); 0 for an empty reduction (which has no max).
+   */
+  private _stabilizer(op: string, dims: readonly number[]): Self {
+    if (this._reducesEmpty(op, dims)) return this._wrap(0);
+    const m = this.amax(dims, true).detach();
+    return m.where(m.abs().lt(Infinity), 0);
   }
   /** Cumulative sum along `dim` (torch.cumsum). */
   cumsum(dim: number): Self {
@@ -359,23 +407,34 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   }
   /** True if any element is non-zero (0-d bool). */
   any(dim?: DimArg, keepdim = false): Self {
+    // an empty reduction is false (amax has no identity there): count the non-zeros instead
+    if (this._reducesEmpty("any", dim)) return this.ne(0).sum(dim, keepdim).gt(0);
     return this.ne(0).amax(dim, keepdim);
   }
+  /** True if every element is non-zero (an empty reduction is true). */
   all(dim?: DimArg, keepdim = false): Self {
+    if (this._reducesEmpty("all", dim)) return this.eq(0).sum(dim, keepdim).eq(0);
     return this.ne(0).amin(dim, keepdim);
   }
   /** softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `dim` (torch.softmax). */
   softmax(dim: number): Self {
     if (!isFloating(this.dtype)) throw new LoomDtypeError(`[softmax] expected a floating point tensor, got ${this.dtype}`);
     const d = normalizeDim("softmax", dim, this.ndim);
+    if (this.shape[d] === 0) return this.clone();
     const e = this.sub(this.amax(d, true).detach()).exp();
     return e.div(e.sum(d, true));
   }
-  /** log(softmax(x)) computed as x - logsumexp(x) (torch.log_softmax). */
+  /**
+   * log(softmax(x)) = (x - m) - log(sum(exp(x - m))) with m the (detached) max, subtracted
+   * first as torch does: x - (m + log s) would round m + log s first and lose x's low bits
+   * (logits of ±1e4 keep only ~1e-3 of precision in float32).
+   */
   log_softmax(dim: number): Self {
     if (!isFloating(this.dtype)) throw new LoomDtypeError(`[log_softmax] expected a floating point tensor, got ${this.dtype}`);
     const d = normalizeDim("log_softmax", dim, this.ndim);
-    return this.sub(this.logsumexp(d, true));
+    if (this.shape[d] === 0) return this.clone();
+    const shifted = this.sub(this._stabilizer("log_softmax", [d]));
+    return shifted.sub(shifted.exp().sum(d, true).log());
   }
 
   // ---- shape and views ----------------------------------------------------------------------
@@ -510,11 +569,20 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return false;
   }
   /**
-   * Vector p-norm over `dim` (all when omitted): (Σ|x|^p)^(1/p); p = Infinity gives max |x|
-   * (torch.linalg.vector_norm / Tensor.norm).
+   * Vector p-norm over `dim` (all when omitted): (Σ|x|^p)^(1/p); p = Infinity gives max |x|,
+   * p = -Infinity min |x|, p = 0 the number of non-zeros (torch.linalg.vector_norm / Tensor.norm).
    */
   norm(p = 2, dim?: DimArg, keepdim = false): Self {
-    if (p === Infinity) return this.abs().amax(dim, keepdim);
+    if (p === 0) {
+      // the count of non-zeros: piecewise constant, zero gradient (torch)
+      const r = no_grad(() => this.ne(0).to(this.dtype).sum(dim, keepdim));
+      return this._zeroGrad(r, [this as unknown as Self], "norm");
+    }
+    if (p === Infinity || p === -Infinity) {
+      // max |x| / min |x|; over an empty set the norm is 0 (torch), which the sum gives
+      if (this._reducesEmpty("norm", dim)) return this.abs().sum(dim, keepdim);
+      return p > 0 ? this.abs().amax(dim, keepdim) : this.abs().amin(dim, keepdim);
+    }
     if (p === 2) return this.mul(this as unknown as Self).sum(dim, keepdim).sqrt();
     if (p === 1) return this.abs().sum(dim, keepdim);
     return this.abs().pow(p).sum(dim, keepdim).pow(1 / p);

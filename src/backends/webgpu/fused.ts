@@ -165,31 +165,36 @@ function norm(kind: "layer" | "rms"): FusedLaunch {
     const D = out.dtype;
     const ops = operands(ctx, ins);
     const b = bindInputs(ops, out, 2, 1);
-    const nConst = kind === "layer" ? 2 : 1; // [x, n1, n2, eps, w?, b?] or [x, n, eps, w?]
+    const nConst = kind === "layer" ? 3 : 1; // [x, n1, n2, n3, eps, w?, b?] or [x, n, eps, w?]
     const fns = [loader("ldx", b.access[0]!, viewOf(ops[0]!))];
     const wIdx = nConst + 2, bIdx = wIdx + (a.has_weight ? 1 : 0);
     if (a.has_weight) fns.push(loader("ldw", b.access[wIdx]!, viewOf(ops[wIdx]!)));
     if (a.has_bias) fns.push(loader("ldb", b.access[bIdx]!, viewOf(ops[bIdx]!)));
-    const c1 = scalarOf(b.access[1]!), c2 = scalarOf(b.access[nConst]!), ce = scalarOf(b.access[nConst + 1]!);
+    const c1 = scalarOf(b.access[1]!), c2 = scalarOf(b.access[2]!), cv = scalarOf(b.access[nConst]!), ce = scalarOf(b.access[nConst + 1]!);
     const rs = (s: string, c: string) => R(D, F.rsqrt.f(R(D, F.add.f(R(D, F.div.f(R(D, s), c, "")), ce, "")), "", ""));
     let y = kind === "layer" ? R(D, F.mul.f("d", "rs", "")) : R(D, F.mul.f("xv", "rs", ""));
     if (a.has_weight) y = R(D, F.mul.f(y, "ldw(j)", ""));
     if (a.has_bias) y = R(D, F.add.f(y, "ldb(j)", ""));
+    // layer: the corrected two pass of functional.ts (x - m0, centred again by its own mean)
+    const centred = `let d0 = ${R(D, F.sub.f("ldx(o + j)", "m0", ""))}; let d = ${R(D, F.sub.f("d0", "cm", ""))};`;
     const body = kind === "layer"
       ? `if (i >= p(0u)) { return; }
   let o = i * ${N}u;
   var s1 = 0.0;
   for (var j = 0u; j < ${N}u; j++) { s1 = s1 + ldx(o + j); }
-  let mu = ${R(D, F.div.f(R(D, "s1"), c1, ""))};
+  let m0 = ${R(D, F.div.f(R(D, "s1"), c1, ""))};
   var s2 = 0.0;
-  for (var j = 0u; j < ${N}u; j++) { let d = ${R(D, F.sub.f("ldx(o + j)", "mu", ""))}; s2 = s2 + ${R(D, F.mul.f("d", "d", ""))}; }
-  let rs = ${rs("s2", c2)};
-  for (var j = 0u; j < ${N}u; j++) { let d = ${R(D, F.sub.f("ldx(o + j)", "mu", ""))}; out[o + j] = ${y}; }`
+  for (var j = 0u; j < ${N}u; j++) { s2 = s2 + ${R(D, F.sub.f("ldx(o + j)", "m0", ""))}; }
+  let cm = ${R(D, F.div.f(R(D, "s2"), c2, ""))};
+  var s3 = 0.0;
+  for (var j = 0u; j < ${N}u; j++) { ${centred} s3 = s3 + ${R(D, F.mul.f("d", "d", ""))}; }
+  let rs = ${rs("s3", cv)};
+  for (var j = 0u; j < ${N}u; j++) { ${centred} out[o + j] = ${y}; }`
       : `if (i >= p(0u)) { return; }
   let o = i * ${N}u;
   var s = 0.0;
   for (var j = 0u; j < ${N}u; j++) { let xv = ldx(o + j); s = s + ${R(D, F.mul.f("xv", "xv", ""))}; }
-  let rs = ${rs("s", c1)};
+  let rs = ${rs("s", cv)};
   for (var j = 0u; j < ${N}u; j++) { let xv = ldx(o + j); out[o + j] = ${y}; }`;
     ctx.q.dispatch({ source: source(out.t, b.decls, fns, 64, body), access: ["rw", ...b.bufs.map(() => "r" as const)] }, [rows, ...b.params], [out.buf, ...b.bufs], groupsFor(rows, 64));
   };
