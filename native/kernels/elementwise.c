@@ -227,12 +227,12 @@ static inline double js_sign(double x) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
  * turns it into the command's error with the reference's message.
  */
 static atomic_int int_fault; /* 0: none; else 1 + opcode */
-static int int_fault_dt;
+static int int_fault_dt, int_fault_arg; /* arg: an operand was refused (else a result) */
 static double int_fault_v;
 
-static void int_fault_set(int op, int dt, double v) {
+static void int_fault_set(int op, int dt, int arg, double v) {
   int none = 0;
-  if (atomic_compare_exchange_strong(&int_fault, &none, 1 + op)) { int_fault_dt = dt; int_fault_v = v; }
+  if (atomic_compare_exchange_strong(&int_fault, &none, 1 + op)) { int_fault_dt = dt; int_fault_arg = arg; int_fault_v = v; }
 }
 
 static inline int is_int_dt(int dt) { return dt == DT_I32 || dt == DT_I64 || dt == DT_I8 || dt == DT_U8; }
@@ -240,14 +240,14 @@ static inline int is_int_dt(int dt) { return dt == DT_I32 || dt == DT_I64 || dt 
 /** Checks on the operands (before the op: its output may overwrite them). */
 static void int_check_args(int op, int dt, const double *b, int n) {
   if (op == OP_floor_divide || op == OP_remainder) {
-    for (int i = 0; i < n; i++) if (b[i] == 0) { int_fault_set(op, dt, b[i]); return; }
+    for (int i = 0; i < n; i++) if (b[i] == 0) { int_fault_set(op, dt, 1, b[i]); return; }
   } else if (op == OP_pow) {
-    for (int i = 0; i < n; i++) if (b[i] < 0) { int_fault_set(op, dt, b[i]); return; }
+    for (int i = 0; i < n; i++) if (b[i] < 0) { int_fault_set(op, dt, 1, b[i]); return; }
   }
 }
 
 static void int_check_result(int op, int dt, const double *o, int n) {
-  for (int i = 0; i < n; i++) if (!isfinite(o[i])) { int_fault_set(op, dt, o[i]); return; }
+  for (int i = 0; i < n; i++) if (!isfinite(o[i])) { int_fault_set(op, dt, 0, o[i]); return; }
 }
 
 static const char *const EW_NAMES[] = {
@@ -264,8 +264,8 @@ int loom_int_fault_report(void) {
   const char *name = EW_NAMES[op], *dt = DT_NAMES[int_fault_dt];
   double v = int_fault_v;
   const char *vs = isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity"; /* as JavaScript prints them */
-  if (op == OP_floor_divide || op == OP_remainder) loom_set_error("[%s] ZeroDivisionError: integer division by zero (%s)", name, dt);
-  else if (op == OP_pow) loom_set_error("[pow] integers to negative integer powers are not allowed (%s)", dt);
+  if (int_fault_arg && op == OP_pow) loom_set_error("[pow] integers to negative integer powers are not allowed (%s)", dt);
+  else if (int_fault_arg) loom_set_error("[%s] ZeroDivisionError: integer division by zero (%s)", name, dt);
   else if (op == OP_cast) loom_set_error("[cast] cannot convert %s to %s: integer tensors hold integers only", vs, dt);
   else loom_set_error("[%s] result %s cannot be stored in a %s tensor", name, vs, dt);
   return 1;

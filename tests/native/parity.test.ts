@@ -48,7 +48,21 @@ function compare(op: OpDef, inputs: TensorData[], attrs: unknown, tol: "exact" |
   const nb = nativeOrSkip();
   const shape = op.shape(inputs, attrs);
   const dtype = op.dtype(inputs, attrs);
-  const want = toFloat64(jsBackend.run(op, inputs, attrs, shape, dtype));
+  let want: Float64Array;
+  try {
+    want = toFloat64(jsBackend.run(op, inputs, attrs, shape, dtype));
+  } catch (e) {
+    // inputs the reference refuses (integer division by zero, a cast of inf to int): native
+    // must refuse them with the same typed error and message
+    const msg = `${(e as Error).name}: ${(e as Error).message}`;
+    try {
+      toFloat64(nb.run(op, inputs, attrs, shape, dtype));
+    } catch (f) {
+      const got = `${(f as Error).name}: ${(f as Error).message}`;
+      return got === msg ? null : `${op.name}: native raised "${got}", js "${msg}"`;
+    }
+    return `${op.name}: js raised "${msg}", native did not`;
+  }
   const before = nb.stats.fallbacks;
   const got = toFloat64(nb.run(op, inputs, attrs, shape, dtype));
   if (nb.stats.fallbacks !== before) return `${op.name}: ran on the js fallback`;

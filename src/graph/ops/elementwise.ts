@@ -166,27 +166,25 @@ export const logical_or = binary("logical_or", (a, b) => (a !== 0 || b !== 0 ? 1
  */
 export function intResultCheck(op: string, dtype: DType): ((r: number, a: number, b: number) => number) | null {
   if (!isIntegral(dtype)) return null;
+  const finite = (r: number): number => {
+    if (Number.isFinite(r)) return r;
+    throw new LoomValueError(op === "cast"
+      ? `[cast] cannot convert ${r} to ${dtype}: integer tensors hold integers only`
+      : `[${op}] result ${r} cannot be stored in a ${dtype} tensor`);
+  };
   switch (op) {
     case "floor_divide": case "remainder":
       return (r, _a, b) => {
         if (b === 0) throw new LoomValueError(`[${op}] ZeroDivisionError: integer division by zero (${dtype})`);
-        return r;
+        return finite(r);
       };
     case "pow":
       return (r, _a, b) => {
         if (b < 0) throw new LoomValueError(`[pow] integers to negative integer powers are not allowed (${dtype})`);
-        return r;
-      };
-    case "cast":
-      return (r) => {
-        if (!Number.isFinite(r)) throw new LoomValueError(`[cast] cannot convert ${r} to ${dtype}: integer tensors hold integers only`);
-        return r;
+        return finite(r);
       };
     default:
-      return (r) => {
-        if (!Number.isFinite(r)) throw new LoomValueError(`[${op}] result ${r} cannot be stored in a ${dtype} tensor`);
-        return r;
-      };
+      return finite;
   }
 }
 
