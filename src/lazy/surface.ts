@@ -185,8 +185,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     // the rounded quotient is computed without history; torch's derivative is zero for both modes
     const r = no_grad(() => {
       if (m === "floor") return this._bin(OPS.floor_divide, other);
-      const d = this._apply(OPS.floor_divide, [other], {}).dtype;
-      if (d !== "float32" && d !== "float64" && d !== "float16" && d !== "bfloat16") {
+      const d = OPS.floor_divide.dtype([this, other], {});
+      if (!isFloating(d)) {
         // integers: trunc(a / b) = floor_divide(a, b), plus 1 where the remainder is non-zero and the
         // signs differ; floor_divide raises for b = 0 as torch does
         const q = this._bin(OPS.floor_divide, other);

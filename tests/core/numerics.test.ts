@@ -182,6 +182,17 @@ describe.each(BACKENDS)("numerics on %s", (backend) => {
   useBackend(backend);
   describe("eager", () => suite({ device: "cpu", lazy: false }, { ints: true }));
   describe("lazy", () => suite({ device: "cpu", lazy: true }, { ints: true }));
+
+  test("eager and lazy (fused_layer_norm, fused reductions) agree bit for bit", () => {
+    const r = REF.layer_norm_shifted;
+    const run = (lazy: boolean) => {
+      const m: Mode = { device: "cpu", lazy };
+      const ln = loom.layer_norm(L(m, T(m, r.x)), [64], L(m, T(m, r.w)), L(m, T(m, r.b)));
+      const c = loom.layer_norm(L(m, T(m, Array.from({ length: 2 }, () => Array(64).fill(12345.678)))), [64]);
+      return [read(ln), read(c), read(L(m, T(m, REF.log_softmax.x)).log_softmax(1)), read(L(m, T(m, REF.log_softmax.x)).log_softmax(0))];
+    };
+    expect(run(true)).toEqual(run(false));
+  });
 });
 
 // webgpu: integer kernels have no error channel yet (integer division by 0 gives 0 there), so the
