@@ -200,6 +200,16 @@ describe.each(BACKENDS)("numerics on %s", (backend) => {
 describe.if(WEBGPU)("numerics on webgpu", () => {
   describe("eager", () => suite({ device: "webgpu", lazy: false }, { ints: false }));
   describe("lazy", () => suite({ device: "webgpu", lazy: true }, { ints: false }));
+
+  test("fused_rms_norm sums a long row in two levels (float32 error ~1e-6, not ~1e-5)", () => {
+    // one thread per row: a serial float32 sum of 65536 squares ≈ 0.01 drifts by ~2e-5 relative,
+    // which y = x·rsqrt(mean(x²)) ≈ 1 shows as 1e-5; blocks of 32 keep it near 1e-6
+    const n = 65536;
+    const v = Array.from({ length: n }, (_, i) => 0.1 + 0.001 * Math.sin(i));
+    const want = read(loom.rms_norm(loom.tensor([v], { dtype: "float64" }), [n], null, 1e-6));
+    const got = read(loom.rms_norm(loom.tensor([v]).to("webgpu").lazy(), [n], null, 1e-6));
+    expectClose(got, want, 3e-6);
+  }, 60_000);
 });
 
 test("arange with an integer dtype truncates start, end and step first (torch)", () => {
