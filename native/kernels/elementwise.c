@@ -10,14 +10,14 @@
  *
  * Scalar semantics are the registry's `ref` functions (src/graph/ops/elementwise.ts) in double:
  * NaN is true for logical ops (only 0 is false, as torch), sign(NaN) and sign(-0) are 0,
- * integer results are checked (int_check), maximum/minimum propagate NaN and order signed zeros as
- * Math.max/Math.min, pow follows Math.pow's NaN cases, round is half-to-even. Transcendental
+ * integer results are checked (int_check_args/int_check_result), maximum/minimum propagate NaN
+ * and order signed zeros as Math.max/Math.min, pow follows Math.pow's NaN cases, round is
+ * half-to-even. Transcendental
  * functions run through libmvec's SIMD variants on whole vectors only (a partial last vector goes
  * through a padded temporary), so an element's bits never depend on its position in a block: a
  * fused kernel and the unfused ops agree however their blocks are cut.
  */
 #include <stdatomic.h>
-#include <stdio.h>
 
 #include "common.h"
 
