@@ -3,7 +3,7 @@
  * and triangular masks (tril/triu).
  */
 import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../../tensor/errors.ts";
-import { broadcastShapes, broadcastStrides, numel } from "../../tensor/shape.ts";
+import { broadcastShapes, broadcastStrides, numel, shapesEqual } from "../../tensor/shape.ts";
 import { forEachStrided, type TensorData } from "../../tensor/storage.ts";
 import { requireIndex, sameDtype, sameShape } from "../infer.ts";
 import { defineOp, type Diff, type KernelOp } from "../op.ts";
@@ -157,6 +157,7 @@ function checkGatherShapes(op: string, x: readonly number[], index: readonly num
 
 /** The gradient `g` (shaped like `index`) for a `src` of shape `want` >= index: zeros where src was not read. */
 function padTo<T extends Diff<T>>(g: T, want: readonly number[]): T {
+  if (shapesEqual(g.shape, want)) return g;
   let r = g.reshape(nd1(g.shape));
   const ws = nd1(want);
   ws.forEach((s, d) => {
