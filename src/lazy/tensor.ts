@@ -11,6 +11,15 @@ import { backendFor } from "./device.ts";
 import { beforeWrite, LazyTensor, sourceNode } from "./lazy_tensor.ts";
 import { TensorOps } from "./surface.ts";
 
+/** torch.view's check: `strides` over `from` must express `shape` without a copy (eager and lazy). */
+export function checkView(from: readonly number[], strides: readonly number[], shape: readonly number[]): void {
+  if (!viewStrides(from, strides, shape)) {
+    throw new LoomShapeError(
+      `[view] view size ${fmtShape(shape)} is not compatible with input tensor's size ${fmtShape(from)} and stride [${strides.join(", ")}] (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.`,
+    );
+  }
+}
+
 export class Tensor extends TensorOps<Tensor> {
   readonly isLazy = false;
 
@@ -43,11 +52,7 @@ export class Tensor extends TensorOps<Tensor> {
     return new Tensor(this._d, this.device);
   }
   protected override _checkView(shape: readonly number[]): void {
-    if (!viewStrides(this._d.shape, this._d.strides, shape)) {
-      throw new LoomShapeError(
-        `[view] view size ${fmtShape(shape)} is not compatible with input tensor's size ${fmtShape(this.shape)} and stride [${this._d.strides.join(", ")}] (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.`,
-      );
-    }
+    checkView(this._d.shape, this._d.strides, shape);
   }
   /**
    * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back

@@ -17,7 +17,7 @@
 import { FUSED_OPS, OPS } from "../../graph/registry.ts";
 import type { OpDef } from "../../graph/op.ts";
 import type { DType } from "../../tensor/dtype.ts";
-import { LoomIndexError } from "../../tensor/errors.ts";
+import { LoomIndexError, LoomValueError } from "../../tensor/errors.ts";
 import { isContiguous, numel } from "../../tensor/shape.ts";
 import { toContiguous, type TensorData } from "../../tensor/storage.ts";
 import type { AdamWStep, BatchBackend, BatchStep, InputLayout, PreparedKernel, Submission } from "../backend.ts";
@@ -47,6 +47,7 @@ const MAX_IN_FLIGHT = 8;
 const NO_ATTRS: readonly number[] = [];
 
 function nativeError(msg: string): Error {
+  if (msg.startsWith("[one_hot] class values")) return new LoomValueError(msg); // as the reference's indexError
   return /out of bounds|non-zero size/.test(msg) ? new LoomIndexError(msg) : new Error(`[native] ${msg}`);
 }
 
