@@ -85,14 +85,19 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     realize([this.node], backendFor(this.device), this.device);
     return this.node.realized!;
   }
+  /** Same node, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): LazyTensor {
-    return new LazyTensor(this.node, this.device);
+    const t = new LazyTensor(this.node, this.device);
+    t._version_base = this._version_owner();
+    return t;
   }
   lazy(): LazyTensor {
     return this;
   }
+  /** In place, lazily: rebind to the new value, and count the write (a saved `this` is outdated). */
   protected _assign(src: LazyTensor): void {
     this.node = src.node;
+    this._increment_version();
   }
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {
@@ -107,6 +112,7 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    */
   eval(): Tensor {
     const t = new Tensor(this._data(), this.device);
+    t._version_base = this._version_owner(); // t shares the realized storage: a write to t outdates this
     if (this.requires_grad && is_grad_enabled()) {
       t.grad_fn = { name: "eval", inputs: [this as never], apply: (g) => [(g as Tensor).lazy() as never], released: false };
       t.requires_grad = true;
