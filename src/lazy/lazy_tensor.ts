@@ -88,16 +88,20 @@ export class LazyTensor extends TensorOps<LazyTensor> {
   /** Same node, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): LazyTensor {
     const t = new LazyTensor(this.node, this.device);
-    t._version_base = this._version_owner();
+    t._vc = this._version_counter();
     return t;
   }
   lazy(): LazyTensor {
     return this;
   }
-  /** In place, lazily: rebind to the new value, and count the write (a saved `this` is outdated). */
+  /**
+   * In place, lazily: rebind to the new value. It counts as a write of this tensor (a saved
+   * `this` is outdated), with a counter of its own from now on: the tensors that shared the old
+   * one (views, the eager source of `lazy()`) keep their values, so their saved copies stay valid.
+   */
   protected _assign(src: LazyTensor): void {
     this.node = src.node;
-    this._increment_version();
+    this._vc = { v: this._version + 1 };
   }
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {
@@ -112,7 +116,7 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    */
   eval(): Tensor {
     const t = new Tensor(this._data(), this.device);
-    t._version_base = this._version_owner(); // t shares the realized storage: a write to t outdates this
+    t._vc = this._version_counter(); // t shares the realized storage: a write to t outdates this
     if (this.requires_grad && is_grad_enabled()) {
       t.grad_fn = { name: "eval", inputs: [this as never], apply: (g) => [(g as Tensor).lazy() as never], released: false };
       t.requires_grad = true;

@@ -42,14 +42,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   grad_fn: GradFnNode<Self> | null = null;
   _retains_grad = false;
   private _requires_grad = false;
-  /** In-place writes counted on this tensor when it owns its version counter (see `_version`). */
-  private _v = 0;
   /**
-   * The tensor whose version counter this one shares, or null when it owns one: views, detach(),
-   * Parameter, `lazy()` of an eager tensor and `eval()` of a lazy one point at the owner, so a
-   * write through any of them is seen by all (torch: one counter per storage).
+   * The version counter, one per storage: views, detach(), Parameter, `lazy()` of an eager tensor
+   * and `eval()` of a lazy one share it, so a write through any of them is seen by all (torch's
+   * VariableVersion). Null until first shared or written (version 0): most tensors never are. A
+   * small object, not the tensor it came from, so sharing it keeps no graph alive.
    */
-  _version_base: TensorOps<any> | null = null;
+  _vc: { v: number } | null = null;
 
   /** Run (eager) or record (lazy) an op whose output shape/dtype are already inferred. */
   protected abstract _make(op: OpDef, inputs: readonly Self[], attrs: unknown, shape: number[], dtype: DType): Self;
@@ -98,15 +97,15 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * sharing its counter. Backward refuses to use a saved tensor whose version changed.
    */
   get _version(): number {
-    return (this._version_base ?? this)._v;
+    return this._vc === null ? 0 : this._vc.v;
   }
   /** Count an in-place write to this tensor's storage (torch.autograd.graph.increment_version). */
   _increment_version(): void {
-    (this._version_base ?? this)._v++;
+    (this._vc ??= { v: 0 }).v++;
   }
-  /** The owner of this tensor's version counter, for tensors that share it (views, aliases). */
-  _version_owner(): TensorOps<any> {
-    return this._version_base ?? this;
+  /** This tensor's version counter, made on first use, for a tensor that shares the storage. */
+  _version_counter(): { v: number } {
+    return (this._vc ??= { v: 0 });
   }
 
   /**
@@ -138,7 +137,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const shape = op.shape(inputs, attrs);
     const dtype = op.dtype(inputs, attrs);
     const out = this._make(op, inputs, attrs, shape, dtype);
-    if (op.kind === "view" && this._viewAliases(op, out)) out._version_base = this._version_owner();
+    if (op.kind === "view" && this._viewAliases(op, out)) out._vc = this._version_counter();
     if (op.grad && is_grad_enabled() && isFloating(dtype) && inputs.some((i) => i.requires_grad)) {
       const grad = op.grad;
       const needs = inputs.map((i) => i.requires_grad);

@@ -42,7 +42,7 @@ export class Tensor extends TensorOps<Tensor> {
   /** Same storage, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): Tensor {
     const t = new Tensor(this._d, this.device);
-    t._version_base = this._version_owner();
+    t._vc = this._version_counter();
     return t;
   }
   /** A view shares the storage unless reshape had to copy (strides that cannot express it). */
@@ -77,7 +77,7 @@ export class Tensor extends TensorOps<Tensor> {
   }
   lazy(): LazyTensor {
     const l = new LazyTensor(sourceNode(this._d, this.device), this.device);
-    l._version_base = this._version_owner(); // reads this storage: a write to it outdates l
+    l._vc = this._version_counter(); // reads this storage: a write to it outdates l
     if (this.requires_grad) l._linkTo(this);
     return l;
   }
