@@ -110,8 +110,11 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     realize([this.node], backendFor(this.device), this.device);
     return this.node.realized!;
   }
+  /** Same node, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): LazyTensor {
-    return new LazyTensor(this.node, this.device);
+    const t = new LazyTensor(this.node, this.device);
+    t._vc = this._version_counter();
+    return t;
   }
   lazy(): LazyTensor {
     return this;
@@ -121,8 +124,14 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     const strides = layoutStrides(this.node);
     if (strides) checkView(this.shape, strides, shape);
   }
+  /**
+   * In place, lazily: rebind to the new value. It counts as a write of this tensor (a saved
+   * `this` is outdated), with a counter of its own from now on: the tensors that shared the old
+   * one (views, the eager source of `lazy()`) keep their values, so their saved copies stay valid.
+   */
   protected _assign(src: LazyTensor): void {
     this.node = src.node;
+    this._vc = { v: this._version + 1 };
   }
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {
@@ -137,6 +146,7 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    */
   eval(): Tensor {
     const t = new Tensor(this._data(), this.device);
+    t._vc = this._version_counter(); // t shares the realized storage: a write to t outdates this
     if (this.requires_grad && is_grad_enabled()) {
       t.grad_fn = { name: "eval", inputs: [this as never], apply: (g) => [(g as Tensor).lazy() as never], released: false };
       t.requires_grad = true;

@@ -4,7 +4,9 @@
  * records a node (tinygrad's mixin idea). Shape and dtype inference, argument checks and autograd
  * recording happen here, so eager and lazy tensors fail the same way at the same moment.
  */
-import { runBackward, type AutogradTensor, type BackwardOptions, type GradFnNode } from "../autograd/engine.ts";
+import {
+  backward_state, check_saved, runBackward, saved_versions, type AutogradTensor, type BackwardOptions, type GradFnNode,
+} from "../autograd/engine.ts";
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
@@ -40,6 +42,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   grad_fn: GradFnNode<Self> | null = null;
   _retains_grad = false;
   private _requires_grad = false;
+  /**
+   * The version counter, one per storage: views, detach(), Parameter, `lazy()` of an eager tensor
+   * and `eval()` of a lazy one share it, so a write through any of them is seen by all (torch's
+   * VariableVersion). Null until first shared or written (version 0): most tensors never are. A
+   * small object, not the tensor it came from, so sharing it keeps no graph alive.
+   */
+  _vc: { v: number } | null = null;
 
   /** Run (eager) or record (lazy) an op whose output shape/dtype are already inferred. */
   protected abstract _make(op: OpDef, inputs: readonly Self[], attrs: unknown, shape: number[], dtype: DType): Self;
@@ -82,9 +91,29 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this;
   }
 
-  /** Attach autograd history to an op output. */
+  /**
+   * How many times this tensor's storage was written in place (torch.Tensor._version): 0 when
+   * made, +1 per in-place op (copy_, add_, ..., an optimizer step) through it or any tensor
+   * sharing its counter. Backward refuses to use a saved tensor whose version changed.
+   */
+  get _version(): number {
+    return this._vc === null ? 0 : this._vc.v;
+  }
+  /** Count an in-place write to this tensor's storage (torch.autograd.graph.increment_version). */
+  _increment_version(): void {
+    (this._vc ??= { v: 0 }).v++;
+  }
+  /** This tensor's version counter, made on first use, for a tensor that shares the storage. */
+  _version_counter(): { v: number } {
+    return (this._vc ??= { v: 0 });
+  }
+
+  /**
+   * Attach autograd history to an op output. The versions of `inputs` and `out` are recorded:
+   * when `apply` uses one of them as an operand during backward, it must be unmodified.
+   */
   protected _record(out: Self, name: string, inputs: readonly Self[], apply: (g: Self) => (Self | null)[]): void {
-    out.grad_fn = { name, inputs, apply, released: false };
+    out.grad_fn = { name, inputs, apply, released: false, output: out, versions: saved_versions(inputs, out) };
     out._requires_grad = true;
   }
 
@@ -95,6 +124,11 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    */
   _apply<A>(opdef: OpDef<A>, rest: readonly Self[], attrs: A): Self {
     const op = opdef as OpDef<any>;
+    const running = backward_state.fn; // a gradient rule is running: its saved operands must be unmodified
+    if (running !== null) {
+      check_saved(running, this as unknown as Self);
+      for (const r of rest) check_saved(running, r);
+    }
     if (rest.some((r) => r.isLazy !== this.isLazy)) {
       const lifted = [this, ...rest].map((t) => (t.isLazy ? t : t.lazy()));
       return lifted[0]!._apply(op, lifted.slice(1), attrs) as unknown as Self;
@@ -103,6 +137,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const shape = op.shape(inputs, attrs);
     const dtype = op.dtype(inputs, attrs);
     const out = this._make(op, inputs, attrs, shape, dtype);
+    if (op.kind === "view" && this._viewAliases(op, out)) out._vc = this._version_counter();
     if (op.grad && is_grad_enabled() && isFloating(dtype) && inputs.some((i) => i.requires_grad)) {
       const grad = op.grad;
       const needs = inputs.map((i) => i.requires_grad);
@@ -390,6 +425,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const s = inferShape("view", flatShapeArgs(shape), this.numel());
     this._checkView(s);
     return this.reshape(s);
+  }
+  /**
+   * Whether `out`, this tensor viewed by `op`, shares this storage (and so its version counter).
+   * Lazy views always do (a lazy reshape's strides are not known yet; torch would count it).
+   */
+  protected _viewAliases(_op: OpDef, _out: Self): boolean {
+    return true;
   }
   /** Hook: eager tensors verify the view is possible without a copy. */
   protected _checkView(_shape: readonly number[]): void {}

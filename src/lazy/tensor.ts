@@ -48,8 +48,15 @@ export class Tensor extends TensorOps<Tensor> {
   protected override _isDense(): boolean {
     return isDense(this._d);
   }
+  /** Same storage, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): Tensor {
-    return new Tensor(this._d, this.device);
+    const t = new Tensor(this._d, this.device);
+    t._vc = this._version_counter();
+    return t;
+  }
+  /** A view shares the storage unless reshape had to copy (strides that cannot express it). */
+  protected override _viewAliases(op: OpDef, out: Tensor): boolean {
+    return op.name !== "reshape" || viewStrides(this._d.shape, this._d.strides, out.shape) !== null;
   }
   protected override _checkView(shape: readonly number[]): void {
     checkView(this._d.shape, this._d.strides, shape);
@@ -63,6 +70,7 @@ export class Tensor extends TensorOps<Tensor> {
     if (shape.some((s, i) => s > 1 && strides[i] === 0)) {
       throw new LoomValueError("[in-place] unsupported operation: more than one element of the written-to tensor refers to a single memory location; make it contiguous() first");
     }
+    this._increment_version(); // saved for backward before this write: backward refuses it
     if (backendFor(this.device).write?.(this._d, src._d)) return; // device memory (webgpu)
     const dst = this._d.data;
     beforeWrite(dst); // pending lazy graphs reading this buffer keep the old values
@@ -74,6 +82,7 @@ export class Tensor extends TensorOps<Tensor> {
   }
   lazy(): LazyTensor {
     const l = new LazyTensor(sourceNode(this._d, this.device), this.device);
+    l._vc = this._version_counter(); // reads this storage: a write to it outdates l
     if (this.requires_grad) l._linkTo(this);
     return l;
   }
