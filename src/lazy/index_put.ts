@@ -3,11 +3,12 @@
  * written once as a composite of registry ops over the flattened tensor, so its gradients (to x
  * and to values) come from their rules and eager and lazy tensors share it:
  * - accumulate: out = x.flatten().index_add(0, P, v), duplicates summed;
- * - otherwise: out = where(covered, v.index_select(0, Q), x.flatten()), where Q[p] is the last
- *   element of v written to position p (PyTorch's CPU order: with duplicate indices, the last
- *   write wins). Pure data movement, so every dtype is written bit for bit.
- * P (the storage position in x of every element of x[items]) and Q are computed on the host from
- * the parsed index (indexing.ts), which already read the index values.
+ * - otherwise: duplicates are dropped on the host (the last write wins, PyTorch's CPU order), the
+ *   kept values are added onto -0 (the IEEE additive identity, so every value arrives bit for bit)
+ *   and out = where(covered, that, x.flatten()).
+ * P, the storage position in x of every element of x[items], is computed on the host from the
+ * parsed index (indexing.ts, which already read the index values); host work is O(numel(x[items])),
+ * device work O(numel(x)) (a new tensor).
  */
 import { LoomDtypeError, LoomIndexError, LoomShapeError, fmtShape } from "../tensor/errors.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
@@ -67,6 +68,21 @@ export function indexPutItems(op: string, indices: unknown): IndexItem[] {
 }
 
 /**
+ * The shape `values` is viewed as before broadcasting to the indexing result `out`: leading size-1
+ * dims beyond out's rank are dropped, as torch does.
+ * @throws LoomShapeError when values do not broadcast to out
+ */
+export function valueShape(op: string, values: readonly number[], out: readonly number[]): number[] {
+  let vs = [...values];
+  while (vs.length > out.length && vs[0] === 1) vs = vs.slice(1);
+  const off = out.length - vs.length;
+  if (off < 0 || vs.some((s, i) => s !== 1 && s !== out[off + i])) {
+    throw new LoomShapeError(`[${op}] shape mismatch: value tensor of shape ${fmtShape(values)} cannot be broadcast to indexing result of shape ${fmtShape(out)}`);
+  }
+  return vs;
+}
+
+/**
  * x with x[plan] replaced by (or, with `accumulate`, increased by) `values`, out of place.
  * @param values - broadcastable to the indexing result `plan.outShape`, dtype of x
  * @throws LoomDtypeError when values' dtype differs from x's; LoomShapeError when values do not broadcast
@@ -76,12 +92,7 @@ export function indexPut<S extends TensorOps<S>>(op: string, x: S, plan: IndexPl
     throw new LoomDtypeError(`[${op}] Index put requires the source and destination dtypes match, got ${x.dtype} for the destination and ${values.dtype} for the source`);
   }
   const out = plan.outShape;
-  let vs = [...values.shape];
-  while (vs.length > out.length && vs[0] === 1) vs = vs.slice(1); // leading 1s are dropped, as torch
-  const off = out.length - vs.length;
-  if (off < 0 || vs.some((s, i) => s !== 1 && s !== out[off + i])) {
-    throw new LoomShapeError(`[${op}] shape mismatch: value tensor of shape ${fmtShape(values.shape)} cannot be broadcast to indexing result of shape ${fmtShape(out)}`);
-  }
+  const vs = valueShape(op, values.shape, out);
   const N = numel(x.shape), n = numel(out);
   if (n === 0) return x.clone();
   const v = values.reshape(vs).expand(out).reshape([n]); // [n], in result order
@@ -89,9 +100,14 @@ export function indexPut<S extends TensorOps<S>>(op: string, x: S, plan: IndexPl
   const P = putPositions(plan);
   const int64 = (vals: ArrayLike<number>) => x._constant(fromValues("int64", [vals.length], vals));
   if (accumulate) return xf.index_add(0, int64(P), v).reshape(x.shape);
-  const last = new Float64Array(N).fill(-1);
-  P.forEach((p, k) => { last[p] = k; });
-  const covered = x._constant(fromValues("bool", [N], last.map((k) => (k >= 0 ? 1 : 0))));
-  const Q = last.map((k) => (k >= 0 ? k : 0)); // uncovered positions read any element; where drops it
-  return v.index_select(0, int64(Q)).where(covered, xf).reshape(x.shape);
+  // overwrite: the last write to each position wins (PyTorch's CPU order); Map keeps first-seen order
+  const lastOf = new Map<number, number>();
+  P.forEach((p, k) => { lastOf.set(p, k); });
+  const pos = int64(Float64Array.from(lastOf.keys()));
+  const vu = lastOf.size === n ? v : v.index_select(0, int64(Float64Array.from(lastOf.values())));
+  // -0 is the additive identity of IEEE floats: -0 + v is v bit for bit (-0, NaN and inf included)
+  const scattered = xf.full_like(-0).index_add(0, pos, vu);
+  const one = x._constant(fromValues("float32", [], [1])).expand([lastOf.size]);
+  const covered = xf.full_like(0, "float32").index_add(0, pos, one).ne(0);
+  return scattered.where(covered, xf).reshape(x.shape);
 }

@@ -20,7 +20,7 @@ import {
 import { fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
 import { backendFor, moveData } from "./device.ts";
 import { formatTensor } from "./format.ts";
-import { indexPut, indexPutItems } from "./index_put.ts";
+import { indexPut, indexPutItems, valueShape } from "./index_put.ts";
 import { applyIndex, planIndex, type IndexItem, type IndexList, type IndexTensor } from "./indexing.ts";
 
 export type Scalar = number | boolean;
@@ -540,6 +540,15 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const value = args[args.length - 1] as Self | Scalar;
     const plan = planIndex("set", this.shape, args.slice(0, -1) as IndexItem[]);
     const v = typeof value === "object" && !plan.adv.length ? value.to(this.dtype) : this._putValue(value);
+    if (!plan.adv.length && !this.isLazy && this.device === "cpu") {
+      // basic items on a host tensor: write through the view (it shares this storage), O(view)
+      const view = applyIndex(this as unknown as Self, plan);
+      if (view._data().data === this._data().data) {
+        this._checkInplace("set");
+        view.copy_(v.reshape(valueShape("set", v.shape, view.shape)));
+        return this;
+      }
+    }
     return this._set("set", () => indexPut("set", this as unknown as Self, plan, v, false), false);
   }
   /** A value for index_put: tensors as they are, scalars as a 0-d tensor of this dtype. */

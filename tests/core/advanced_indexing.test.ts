@@ -108,27 +108,43 @@ function goldenSuite(device: string) {
 describe.each(BACKENDS)("on %s", (backend) => {
   useBackend(backend);
   goldenSuite("cpu");
+  dtypeTests("cpu");
+});
 
+function dtypeTests(device: string) {
   test("integer and bool tensors index and are assigned like float ones", () => {
     for (const lazy of [false, true]) {
-      const t: Target = { device: "cpu", lazy };
-      const xi = lift(arange(12).reshape(3, 4), t) as any; // x[i][j] = 4i + j
+      const t: Target = { device, lazy };
+      const xi = lift(arange(12).reshape(3, 4).to(device), t) as any; // x[i][j] = 4i + j
       expect(xi.index([2, 0], ":2").tolist()).toEqual([[8, 9], [0, 1]]);
-      const b = lift(tensor([[true, false], [false, true]]), t) as any;
+      const b = lift(tensor([[true, false], [false, true]]).to(device), t) as any;
       expect(b.index(":", [1, 1, 0]).tolist()).toEqual([[false, false, true], [true, true, false]]);
       // accumulate on int64, every row: column 1 gets 10 + 20, column 3 gets 5
-      const acc = xi.index_put([null, [1, 3, 1]], lift(tensor([10, 5, 20]), t), true);
+      const acc = xi.index_put([null, [1, 3, 1]], lift(tensor([10, 5, 20]).to(device), t), true);
       expect(acc.index(0).tolist()).toEqual([0, 31, 2, 8]);
       xi.set([true, false, true], -1);
       expect(xi.tolist()).toEqual([[-1, -1, -1, -1], [4, 5, 6, 7], [-1, -1, -1, -1]]);
       b.set(0, [1], true);
       expect(b.tolist()).toEqual([[true, true], [false, true]]);
     }
-  });
-});
+  }, 60_000);
+
+  test("assigned values arrive bit for bit: -0, NaN, -inf (no arithmetic on the written values)", () => {
+    for (const lazy of [false, true]) {
+      const y = lift(tensor([1, 2, 3, 4], { dtype: "float32" }).to(device), { device, lazy }) as any;
+      y.set([2, 0, 1, 0], tensor([5, -0, NaN, -Infinity], { dtype: "float32" }).to(device)); // y[0] written twice: -inf wins
+      const got = Array.from(y.dataSync() as Float64Array);
+      expect(got.map((v) => Object.is(v, -0) ? "-0" : v)).toEqual([-Infinity, NaN, 5, 4]);
+      const z = lift(tensor([1, 2], { dtype: "float32" }).to(device), { device, lazy }) as any;
+      z.set([1], -0);
+      expect(Object.is(z.dataSync()[1], -0)).toBe(true);
+    }
+  }, 60_000);
+}
 
 describe.if(WEBGPU)("on webgpu", () => {
   goldenSuite("webgpu");
+  dtypeTests("webgpu");
 });
 
 // ---- gradients by finite differences (float64, js reference backend) ---------------------------
@@ -168,6 +184,15 @@ describe("set / index_put_ in place", () => {
     y.set([1, 2], "1:3", tensor([[5, 6]], { dtype: "float32" }));
     expect(row.tolist()).toEqual([0, 5, 6, 0]);
     expect(pending.eval().index(1).tolist()).toEqual([1, 1, 1, 1]);
+  });
+
+  test("eager basic items write through the view; a source aliasing the target is read first", () => {
+    const y = arange(6).float().reshape(2, 3); // [[0, 1, 2], [3, 4, 5]]
+    const pending = y.lazy().mul(1);
+    y.set(0, y.index(1)); // y[0] = y[1]
+    y.set(1, "::2", y.index(0, "1:")); // y[1, ::2] = y[0, 1:] = [4, 5]
+    expect(y.tolist()).toEqual([[3, 4, 5], [4, 4, 5]]);
+    expect(pending.tolist()).toEqual([[0, 1, 2], [3, 4, 5]]);
   });
 
   test("lazy: the tensor is rebound; another lazy tensor holding the old value keeps it", () => {
