@@ -159,6 +159,8 @@ describe.each([false, true])("gradcheck (lazy=%s)", (lazy) => {
     ok((x) => L(x).index(":", [0, 1], [2, 2]), [x0()]);
     ok((x) => L(x).index(tensor([[true, false, true], [true, true, false]])), [x0()]);
     ok((x) => L(x).index("...", [[0], [3]], "1:"), [x0().reshape(2, 4, 3)]);
+    // second order too (index_select's gradient is index_add, whose gradient is index_select)
+    expect(gradcheck((x: any) => L(x).index([1, 1, 0], ":", [3, 3, 0]).square(), [x0()], { check_grad_grad: true })).toEqual([]);
   });
 
   test("index_put: accumulate with duplicates, overwrite with duplicates (the last write wins)", () => {
