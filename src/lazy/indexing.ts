@@ -180,8 +180,8 @@ interface Adv { dims: number[]; shape: number[]; coords: Float64Array[] }
 export interface IndexPlan {
   /** The indexed tensor's shape. */
   readonly shape: readonly number[];
-  /** Per source dim: the slice to take (an integer k is k:k+1 and the dim is dropped), or null (whole dim). */
-  readonly sel: ({ start: number; stop: number; step: number; drop: boolean } | null)[];
+  /** Per source dim: the slice to take (an integer k is k:k+1, its dim absent from `layout`), or null (whole dim). */
+  readonly sel: ({ start: number; stop: number; step: number } | null)[];
   /** Result dims after the basic items: a source dim, or null for a new axis (dropped dims absent). */
   readonly layout: (number | null)[];
   readonly adv: Adv[];
@@ -212,7 +212,7 @@ function broadcastAll(op: string, shapes: number[][]): number[] {
 }
 
 /** For each element of `to` (row-major), the flat index of the element of `from` it broadcasts from. */
-export function broadcastMap(from: readonly number[], to: readonly number[]): Int32Array {
+function broadcastMap(from: readonly number[], to: readonly number[]): Int32Array {
   const n = numel(to);
   const out = new Int32Array(n);
   const off = to.length - from.length;
@@ -262,10 +262,10 @@ export function planIndex(op: string, shape: readonly number[], items: readonly 
       const size = shape[dim]!;
       if (n.v < -size || n.v >= size) throw new LoomIndexError(`[${op}] index ${n.v} is out of bounds for dimension ${dim} with size ${size}`);
       const k = n.v < 0 ? n.v + size : n.v;
-      sel[dim++] = { start: k, stop: k + 1, step: 1, drop: true };
+      sel[dim++] = { start: k, stop: k + 1, step: 1 };
     } else if (n.kind === "slice") {
       const [start, stop, step] = adjust(n.sl, shape[dim]!);
-      sel[dim] = { start, stop, step, drop: false };
+      sel[dim] = { start, stop, step };
       layout.push(dim++);
     } else {
       adv.push(n.kind === "mask" ? maskAdv(op, n, shape, dim) : intAdv(op, n, shape, dim));
