@@ -22,7 +22,8 @@ import {
 import { fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
 import { backendFor, moveData } from "./device.ts";
 import { formatTensor } from "./format.ts";
-import { parseIndex, type IndexItem } from "./indexing.ts";
+import { indexPut, indexPutItems, valueShape } from "./index_put.ts";
+import { applyIndex, planIndex, type IndexItem, type IndexList, type IndexTensor } from "./indexing.ts";
 
 export type Scalar = number | boolean;
 export type DimArg = number | readonly number[] | null | undefined;
@@ -532,12 +533,69 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this._apply(OPS.slice, [], { dim, start, end, step });
   }
   /**
-   * Python-style indexing, `x[0, 1:3, None, ..., ::2]` as `x.index(0, "1:3", null, "...", "::2")`;
-   * items may also be `{start, stop, step}`. Integer items drop their dim; steps must be positive.
-   * @throws LoomIndexError for out-of-range integers and too many indices
+   * Python-style indexing (torch's __getitem__): `x[0, 1:3, None, ..., ::2]` is
+   * `x.index(0, "1:3", null, "...", "::2")`; slices may also be `{start, stop, step}`.
+   * Basic items (integers, slices, null, "...") give a view. Advanced items: integer lists (nested
+   * too) or int64/int32 tensors of any shape, and bool masks (bool lists, bool/uint8 tensors, one
+   * dim per mask dim); they broadcast together to B, which replaces the indexed dims when they are
+   * adjacent (after integers and null are applied) and comes first otherwise, as in PyTorch. The
+   * result is a copy (index_select), differentiable; duplicate indices accumulate gradients.
+   * Index values are read when the index is recorded: a lazy index tensor or mask is realized then
+   * (a mask's result shape depends on its values); the indexed tensor stays lazy.
+   * @example x.index([0, 2], "1:") is x[[0, 2], 1:]; x.index(":", mask) is x[:, mask]
+   * @throws LoomIndexError for out-of-range indices ("[index] index 5 is out of bounds for dimension
+   *   0 with size 3"), too many indices, a mask whose shape differs from the dims it indexes, index
+   *   shapes that do not broadcast, float index tensors and any unsupported item
    */
   index(...items: IndexItem[]): Self {
-    return parseIndex(this.shape, items).apply(this as unknown as Self);
+    return applyIndex(this as unknown as Self, planIndex("index", this.shape, items));
+  }
+  /**
+   * Out-of-place indexed assignment (torch.Tensor.index_put): a copy of this with
+   * this[indices] = values, or += values with `accumulate` (duplicate indices summed; without it
+   * the last duplicate wins, as PyTorch on CPU). Differentiable in this and values.
+   * @param indices - one index tensor or list per leading dim (bool masks too); null for a whole dim
+   * @param values - broadcastable to the shape of this[indices], same dtype as this (scalars are cast)
+   * @throws LoomIndexError as index(); LoomDtypeError when values' dtype differs; LoomShapeError
+   *   when values do not broadcast
+   */
+  index_put(indices: readonly (IndexList | IndexTensor | null)[], values: Self | Scalar, accumulate = false): Self {
+    const plan = planIndex("index_put", this.shape, indexPutItems("index_put", indices));
+    return indexPut("index_put", this as unknown as Self, plan, this._putValue(values), accumulate);
+  }
+  /** In-place index_put (torch.Tensor.index_put_); a LazyTensor is rebound to the result. */
+  index_put_(indices: readonly (IndexList | IndexTensor | null)[], values: Self | Scalar, accumulate = false): this {
+    const plan = planIndex("index_put_", this.shape, indexPutItems("index_put_", indices));
+    return this._set("index_put_", () => indexPut("index_put_", this as unknown as Self, plan, this._putValue(values), accumulate), false);
+  }
+  /**
+   * `x[items] = value` (torch's __setitem__): `x.set(0, "1:", [2, 0], v)` is `x[0, 1:, [2, 0]] = v`.
+   * Takes the items of index() followed by the value (a tensor broadcastable to this[items], or a
+   * scalar). Eager tensors are written in place, a LazyTensor is rebound (as copy_). With only
+   * basic items the value is converted to this dtype (copy_); with advanced items a tensor value
+   * must have this dtype (PyTorch's index_put_ rule).
+   * @throws as index(), plus LoomDtypeError / LoomShapeError for the value, LoomAutogradError on a
+   *   tensor that requires grad while grad mode is on
+   */
+  set(...args: (IndexItem | Self | Scalar)[]): this {
+    if (args.length === 0) throw new LoomValueError("[set] expects the index items followed by the value");
+    const value = args[args.length - 1] as Self | Scalar;
+    const plan = planIndex("set", this.shape, args.slice(0, -1) as IndexItem[]);
+    const v = typeof value === "object" && !plan.adv.length ? value.to(this.dtype) : this._putValue(value);
+    if (!plan.adv.length && !this.isLazy && this.device === "cpu") {
+      // basic items on a host tensor: write through the view (it shares this storage), O(view)
+      const view = applyIndex(this as unknown as Self, plan);
+      if (view._data().data === this._data().data) {
+        this._checkInplace("set");
+        view.copy_(v.reshape(valueShape("set", v.shape, view.shape)));
+        return this;
+      }
+    }
+    return this._set("set", () => indexPut("set", this as unknown as Self, plan, v, false), false);
+  }
+  /** A value for index_put: tensors as they are, scalars as a 0-d tensor of this dtype. */
+  private _putValue(v: Self | Scalar): Self {
+    return typeof v === "object" ? v : this._wrap(v).to(this.dtype);
   }
   /** Dense row-major version: this tensor itself when already dense (eager), else a copy. */
   contiguous(): Self {
