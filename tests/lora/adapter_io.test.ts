@@ -242,7 +242,7 @@ describe("untrusted adapter files", () => {
       ["config", "LoomFormatError", `[LoraConfig.from_pretrained] ${join(fifoC, "adapter_config.json")}: is a FIFO (named pipe), expected a regular file`],
     ]);
     for (const d of [dir, cdir, fifoW, fifoC]) rmSync(d, { recursive: true });
-  });
+  }, 60_000); // the child process may be slow to start on a loaded machine; it is killed after 20 s
 
   test("an adapter in the Hugging Face cache layout (links into ../../blobs/) loads; a link out of the cache is refused", () => {
     const repo = join(realpathSync(tmp("adapter-hub")), "models--org--tiny-lora");
