@@ -269,16 +269,15 @@ export class ShardedCheckpoint {
   static open(path: string): ShardedCheckpoint {
     const isDir = statSync(path).isDirectory();
     const directory = resolve(isDir ? path : dirname(path));
-    const fail = (file: string) => (reason: string) => formatError(file, "file", reason);
-    const member = (name: string) => resolveCheckpointFile(directory, name, fail(join(path, isDir ? name : "")));
-    let file: string;
+    // null when absent; throws for a dangling link or one resolving out of the directory
+    const member = (name: string, file: string) => resolveCheckpointFile(directory, name, (reason) => formatError(file, "file", reason));
+    let file = path;
     if (isDir) {
-      const found = member(SAFE_WEIGHTS_INDEX_NAME) ?? member(SAFE_WEIGHTS_NAME);
-      if (found === null) throw new LoomFormatError(`[safetensors] ${path}: no ${SAFE_WEIGHTS_INDEX_NAME} or ${SAFE_WEIGHTS_NAME} in this directory`);
-      file = found;
+      const found = [SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME].find((name) => member(name, join(path, name)) !== null);
+      if (found === undefined) throw new LoomFormatError(`[safetensors] ${path}: no ${SAFE_WEIGHTS_INDEX_NAME} or ${SAFE_WEIGHTS_NAME} in this directory`);
+      file = join(path, found);
     } else {
-      member(basename(path));
-      file = path;
+      member(basename(path), path);
     }
     if (file.endsWith(".json")) {
       const { metadata, weight_map } = readIndex(file);
