@@ -7,7 +7,7 @@
 import {
   backward_state, check_saved, runBackward, saved_versions, type AutogradTensor, type BackwardOptions, type GradFnNode,
 } from "../autograd/engine.ts";
-import { is_grad_enabled } from "../autograd/grad_mode.ts";
+import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
 import {
@@ -566,7 +566,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   /** In-place index_put (torch.Tensor.index_put_); a LazyTensor is rebound to the result. */
   index_put_(indices: readonly (IndexList | IndexTensor | null)[], values: Self | Scalar, accumulate = false): this {
     const plan = planIndex("index_put_", this.shape, indexPutItems("index_put_", indices));
-    return this._set("index_put_", () => indexPut("index_put_", this as unknown as Self, plan, this._putValue(values), accumulate), false);
+    return this._set("index_put_", (self) => indexPut("index_put_", self, plan, this._putValue(values), accumulate), false);
   }
   /**
    * `x[items] = value` (torch's __setitem__): `x.set(0, "1:", [2, 0], v)` is `x[0, 1:, [2, 0]] = v`.
@@ -582,7 +582,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const value = args[args.length - 1] as Self | Scalar;
     const plan = planIndex("set", this.shape, args.slice(0, -1) as IndexItem[]);
     const v = typeof value === "object" && !plan.adv.length ? value.to(this.dtype) : this._putValue(value);
-    if (!plan.adv.length && !this.isLazy && this.device === "cpu") {
+    if (!plan.adv.length && !this.isLazy && this.device === "cpu" && !(is_grad_enabled() && v.requires_grad)) {
       // basic items on a host tensor: write through the view (it shares this storage), O(view)
       const view = applyIndex(this as unknown as Self, plan);
       if (view._data().data === this._data().data) {
@@ -591,7 +591,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
         return this;
       }
     }
-    return this._set("set", () => indexPut("set", this as unknown as Self, plan, v, false), false);
+    return this._set("set", (self) => indexPut("set", self, plan, v, false), false);
   }
   /** A value for index_put: tensors as they are, scalars as a 0-d tensor of this dtype. */
   private _putValue(v: Self | Scalar): Self {
@@ -758,24 +758,36 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * @throws LoomAutogradError on a tensor that requires grad while grad mode is on
    */
   copy_(src: Self | Scalar): this {
-    return this._set("copy_", () => (typeof src === "object" ? src : this._wrap(src)), false);
+    return this._set("copy_", (self) => (typeof src === "object" ? src : self._wrap(src)), false);
   }
-  add_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("add_", () => this.add(o, opts)); }
-  sub_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("sub_", () => this.sub(o, opts)); }
-  mul_(o: Self | Scalar): this { return this._set("mul_", () => this.mul(o)); }
-  div_(o: Self | Scalar): this { return this._set("div_", () => this.div(o)); }
-  clamp_(min?: Self | number | null, max?: Self | number | null): this { return this._set("clamp_", () => this.clamp(min, max)); }
-  fill_(v: number): this { return this._set("fill_", () => this._wrap(v), false); }
-  zero_(): this { return this._set("zero_", () => this._wrap(0), false); }
-  masked_fill_(mask: Self, value: Self | Scalar): this { return this._set("masked_fill_", () => this.masked_fill(mask, value)); }
-  /** `checkCast`: refuse results that cannot be cast back to this dtype (arithmetic ops; copy_ and fill_ convert). */
-  private _set(op: string, value: () => Self, checkCast = true): this {
+  add_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("add_", (self) => self.add(o, opts)); }
+  sub_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("sub_", (self) => self.sub(o, opts)); }
+  mul_(o: Self | Scalar): this { return this._set("mul_", (self) => self.mul(o)); }
+  div_(o: Self | Scalar): this { return this._set("div_", (self) => self.div(o)); }
+  clamp_(min?: Self | number | null, max?: Self | number | null): this { return this._set("clamp_", (self) => self.clamp(min, max)); }
+  fill_(v: number): this { return this._set("fill_", (self) => self._wrap(v), false); }
+  zero_(): this { return this._set("zero_", (self) => self._wrap(0), false); }
+  masked_fill_(mask: Self, value: Self | Scalar): this { return this._set("masked_fill_", (self) => self.masked_fill(mask, value)); }
+  /**
+   * Write `value(self)` into this (broadcast, cast). `checkCast`: refuse results that cannot be
+   * cast back to this dtype (arithmetic ops; copy_ and fill_ convert). A value of the other kind
+   * (lazy into eager, eager into lazy) is converted first. When the value requires grad (grad
+   * mode on), this becomes a non-leaf whose gradient flows to it, as torch records CopyBackwards /
+   * MulBackward on `x.mul_(y)`: the value is then computed from a snapshot of this, so the rule
+   * that saved this does not read the overwritten storage.
+   */
+  private _set(op: string, value: (self: Self) => Self, checkCast = true): this {
     this._checkInplace(op);
-    const v = value();
+    const self = this as unknown as Self;
+    let v = value(self);
+    if (v.requires_grad && is_grad_enabled()) v = value(this.isLazy ? this.detach() : no_grad(() => this.clone()));
     if (checkCast && !canCast(v.dtype, this.dtype)) {
       throw new LoomDtypeError(`[${op}] result type ${v.dtype} can't be cast to the desired output type ${this.dtype}`);
     }
-    this._assign(v.to(this.dtype).expand(this.shape as number[]));
+    let src = v.to(this.dtype).expand(this.shape as number[]);
+    if (src.isLazy !== this.isLazy) src = (this.isLazy ? src.lazy() : (src as unknown as { eval(): Self }).eval()) as Self;
+    this._assign(src);
+    if (src.requires_grad && is_grad_enabled()) this._record(self, op, [src], (g) => [g]);
     return this;
   }
 
