@@ -4,7 +4,9 @@
  * records a node (tinygrad's mixin idea). Shape and dtype inference, argument checks and autograd
  * recording happen here, so eager and lazy tensors fail the same way at the same moment.
  */
-import { runBackward, type AutogradTensor, type BackwardOptions, type GradFnNode } from "../autograd/engine.ts";
+import {
+  backward_state, check_saved, runBackward, saved_versions, type AutogradTensor, type BackwardOptions, type GradFnNode,
+} from "../autograd/engine.ts";
 import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
@@ -20,7 +22,8 @@ import {
 import { fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
 import { backendFor, moveData } from "./device.ts";
 import { formatTensor } from "./format.ts";
-import { parseIndex, type IndexItem } from "./indexing.ts";
+import { indexPut, indexPutItems, valueShape } from "./index_put.ts";
+import { applyIndex, planIndex, type IndexItem, type IndexList, type IndexTensor } from "./indexing.ts";
 
 export type Scalar = number | boolean;
 export type DimArg = number | readonly number[] | null | undefined;
@@ -40,6 +43,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   grad_fn: GradFnNode<Self> | null = null;
   _retains_grad = false;
   private _requires_grad = false;
+  /**
+   * The version counter, one per storage: views, detach(), Parameter, `lazy()` of an eager tensor
+   * and `eval()` of a lazy one share it, so a write through any of them is seen by all (torch's
+   * VariableVersion). Null until first shared or written (version 0): most tensors never are. A
+   * small object, not the tensor it came from, so sharing it keeps no graph alive.
+   */
+  _vc: { v: number } | null = null;
 
   /** Run (eager) or record (lazy) an op whose output shape/dtype are already inferred. */
   protected abstract _make(op: OpDef, inputs: readonly Self[], attrs: unknown, shape: number[], dtype: DType): Self;
@@ -89,9 +99,29 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     }
     return out;
   }
-  /** Attach autograd history to an op output. */
+  /**
+   * How many times this tensor's storage was written in place (torch.Tensor._version): 0 when
+   * made, +1 per in-place op (copy_, add_, ..., an optimizer step) through it or any tensor
+   * sharing its counter. Backward refuses to use a saved tensor whose version changed.
+   */
+  get _version(): number {
+    return this._vc === null ? 0 : this._vc.v;
+  }
+  /** Count an in-place write to this tensor's storage (torch.autograd.graph.increment_version). */
+  _increment_version(): void {
+    (this._vc ??= { v: 0 }).v++;
+  }
+  /** This tensor's version counter, made on first use, for a tensor that shares the storage. */
+  _version_counter(): { v: number } {
+    return (this._vc ??= { v: 0 });
+  }
+
+  /**
+   * Attach autograd history to an op output. The versions of `inputs` and `out` are recorded:
+   * when `apply` uses one of them as an operand during backward, it must be unmodified.
+   */
   protected _record(out: Self, name: string, inputs: readonly Self[], apply: (g: Self) => (Self | null)[]): void {
-    out.grad_fn = { name, inputs, apply, released: false };
+    out.grad_fn = { name, inputs, apply, released: false, output: out, versions: saved_versions(inputs, out) };
     out._requires_grad = true;
   }
 
@@ -102,6 +132,11 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    */
   _apply<A>(opdef: OpDef<A>, rest: readonly Self[], attrs: A): Self {
     const op = opdef as OpDef<any>;
+    const running = backward_state.fn; // a gradient rule is running: its saved operands must be unmodified
+    if (running !== null) {
+      check_saved(running, this as unknown as Self);
+      for (const r of rest) check_saved(running, r);
+    }
     if (rest.some((r) => r.isLazy !== this.isLazy)) {
       const lifted = [this, ...rest].map((t) => (t.isLazy ? t : t.lazy()));
       return lifted[0]!._apply(op, lifted.slice(1), attrs) as unknown as Self;
@@ -110,6 +145,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const shape = op.shape(inputs, attrs);
     const dtype = op.dtype(inputs, attrs);
     const out = this._make(op, inputs, attrs, shape, dtype);
+    if (op.kind === "view" && this._viewAliases(op, out)) out._vc = this._version_counter();
     if (op.grad && is_grad_enabled() && isFloating(dtype) && inputs.some((i) => i.requires_grad)) {
       const grad = op.grad;
       const needs = inputs.map((i) => i.requires_grad);
@@ -450,6 +486,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     this._checkView(s);
     return this.reshape(s);
   }
+  /**
+   * Whether `out`, this tensor viewed by `op`, shares this storage (and so its version counter).
+   * Lazy views always do (a lazy reshape's strides are not known yet; torch would count it).
+   */
+  protected _viewAliases(_op: OpDef, _out: Self): boolean {
+    return true;
+  }
   /** Hook: eager tensors verify the view is possible without a copy. */
   protected _checkView(_shape: readonly number[]): void {}
   view_as(o: Self): Self { return this.view(o.shape as number[]); }
@@ -549,12 +592,69 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this._apply(OPS.slice, [], { dim, start, end, step });
   }
   /**
-   * Python-style indexing, `x[0, 1:3, None, ..., ::2]` as `x.index(0, "1:3", null, "...", "::2")`;
-   * items may also be `{start, stop, step}`. Integer items drop their dim; steps must be positive.
-   * @throws LoomIndexError for out-of-range integers and too many indices
+   * Python-style indexing (torch's __getitem__): `x[0, 1:3, None, ..., ::2]` is
+   * `x.index(0, "1:3", null, "...", "::2")`; slices may also be `{start, stop, step}`.
+   * Basic items (integers, slices, null, "...") give a view. Advanced items: integer lists (nested
+   * too) or int64/int32 tensors of any shape, and bool masks (bool lists, bool/uint8 tensors, one
+   * dim per mask dim); they broadcast together to B, which replaces the indexed dims when they are
+   * adjacent (after integers and null are applied) and comes first otherwise, as in PyTorch. The
+   * result is a copy (index_select), differentiable; duplicate indices accumulate gradients.
+   * Index values are read when the index is recorded: a lazy index tensor or mask is realized then
+   * (a mask's result shape depends on its values); the indexed tensor stays lazy.
+   * @example x.index([0, 2], "1:") is x[[0, 2], 1:]; x.index(":", mask) is x[:, mask]
+   * @throws LoomIndexError for out-of-range indices ("[index] index 5 is out of bounds for dimension
+   *   0 with size 3"), too many indices, a mask whose shape differs from the dims it indexes, index
+   *   shapes that do not broadcast, float index tensors and any unsupported item
    */
   index(...items: IndexItem[]): Self {
-    return parseIndex(this.shape, items).apply(this as unknown as Self);
+    return applyIndex(this as unknown as Self, planIndex("index", this.shape, items));
+  }
+  /**
+   * Out-of-place indexed assignment (torch.Tensor.index_put): a copy of this with
+   * this[indices] = values, or += values with `accumulate` (duplicate indices summed; without it
+   * the last duplicate wins, as PyTorch on CPU). Differentiable in this and values.
+   * @param indices - one index tensor or list per leading dim (bool masks too); null for a whole dim
+   * @param values - broadcastable to the shape of this[indices], same dtype as this (scalars are cast)
+   * @throws LoomIndexError as index(); LoomDtypeError when values' dtype differs; LoomShapeError
+   *   when values do not broadcast
+   */
+  index_put(indices: readonly (IndexList | IndexTensor | null)[], values: Self | Scalar, accumulate = false): Self {
+    const plan = planIndex("index_put", this.shape, indexPutItems("index_put", indices));
+    return indexPut("index_put", this as unknown as Self, plan, this._putValue(values), accumulate);
+  }
+  /** In-place index_put (torch.Tensor.index_put_); a LazyTensor is rebound to the result. */
+  index_put_(indices: readonly (IndexList | IndexTensor | null)[], values: Self | Scalar, accumulate = false): this {
+    const plan = planIndex("index_put_", this.shape, indexPutItems("index_put_", indices));
+    return this._set("index_put_", (self) => indexPut("index_put_", self, plan, this._putValue(values), accumulate), false);
+  }
+  /**
+   * `x[items] = value` (torch's __setitem__): `x.set(0, "1:", [2, 0], v)` is `x[0, 1:, [2, 0]] = v`.
+   * Takes the items of index() followed by the value (a tensor broadcastable to this[items], or a
+   * scalar). Eager tensors are written in place, a LazyTensor is rebound (as copy_). With only
+   * basic items the value is converted to this dtype (copy_); with advanced items a tensor value
+   * must have this dtype (PyTorch's index_put_ rule).
+   * @throws as index(), plus LoomDtypeError / LoomShapeError for the value, LoomAutogradError on a
+   *   tensor that requires grad while grad mode is on
+   */
+  set(...args: (IndexItem | Self | Scalar)[]): this {
+    if (args.length === 0) throw new LoomValueError("[set] expects the index items followed by the value");
+    const value = args[args.length - 1] as Self | Scalar;
+    const plan = planIndex("set", this.shape, args.slice(0, -1) as IndexItem[]);
+    const v = typeof value === "object" && !plan.adv.length ? value.to(this.dtype) : this._putValue(value);
+    if (!plan.adv.length && !this.isLazy && this.device === "cpu" && !(is_grad_enabled() && v.requires_grad)) {
+      // basic items on a host tensor: write through the view (it shares this storage), O(view)
+      const view = applyIndex(this as unknown as Self, plan);
+      if (view._data().data === this._data().data) {
+        this._checkInplace("set");
+        view.copy_(v.reshape(valueShape("set", v.shape, view.shape)));
+        return this;
+      }
+    }
+    return this._set("set", (self) => indexPut("set", self, plan, v, false), false);
+  }
+  /** A value for index_put: tensors as they are, scalars as a 0-d tensor of this dtype. */
+  private _putValue(v: Self | Scalar): Self {
+    return typeof v === "object" ? v : this._wrap(v).to(this.dtype);
   }
   /** Dense row-major version: this tensor itself when already dense (eager), else a copy. */
   contiguous(): Self {
@@ -726,24 +826,36 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * @throws LoomAutogradError on a tensor that requires grad while grad mode is on
    */
   copy_(src: Self | Scalar): this {
-    return this._set("copy_", () => (typeof src === "object" ? src : this._wrap(src)), false);
+    return this._set("copy_", (self) => (typeof src === "object" ? src : self._wrap(src)), false);
   }
-  add_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("add_", () => this.add(o, opts)); }
-  sub_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("sub_", () => this.sub(o, opts)); }
-  mul_(o: Self | Scalar): this { return this._set("mul_", () => this.mul(o)); }
-  div_(o: Self | Scalar): this { return this._set("div_", () => this.div(o)); }
-  clamp_(min?: Self | number | null, max?: Self | number | null): this { return this._set("clamp_", () => this.clamp(min, max)); }
-  fill_(v: number): this { return this._set("fill_", () => this._wrap(v), false); }
-  zero_(): this { return this._set("zero_", () => this._wrap(0), false); }
-  masked_fill_(mask: Self, value: Self | Scalar): this { return this._set("masked_fill_", () => this.masked_fill(mask, value)); }
-  /** `checkCast`: refuse results that cannot be cast back to this dtype (arithmetic ops; copy_ and fill_ convert). */
-  private _set(op: string, value: () => Self, checkCast = true): this {
+  add_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("add_", (self) => self.add(o, opts)); }
+  sub_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("sub_", (self) => self.sub(o, opts)); }
+  mul_(o: Self | Scalar): this { return this._set("mul_", (self) => self.mul(o)); }
+  div_(o: Self | Scalar): this { return this._set("div_", (self) => self.div(o)); }
+  clamp_(min?: Self | number | null, max?: Self | number | null): this { return this._set("clamp_", (self) => self.clamp(min, max)); }
+  fill_(v: number): this { return this._set("fill_", (self) => self._wrap(v), false); }
+  zero_(): this { return this._set("zero_", (self) => self._wrap(0), false); }
+  masked_fill_(mask: Self, value: Self | Scalar): this { return this._set("masked_fill_", (self) => self.masked_fill(mask, value)); }
+  /**
+   * Write `value(self)` into this (broadcast, cast). `checkCast`: refuse results that cannot be
+   * cast back to this dtype (arithmetic ops; copy_ and fill_ convert). A value of the other kind
+   * (lazy into eager, eager into lazy) is converted first. When the value requires grad (grad
+   * mode on), this becomes a non-leaf whose gradient flows to it, as torch records CopyBackwards /
+   * MulBackward on `x.mul_(y)`: the value is then computed from a snapshot of this, so the rule
+   * that saved this does not read the overwritten storage.
+   */
+  private _set(op: string, value: (self: Self) => Self, checkCast = true): this {
     this._checkInplace(op);
-    const v = value();
+    const self = this as unknown as Self;
+    let v = value(self);
+    if (v.requires_grad && is_grad_enabled()) v = value(this.isLazy ? this.detach() : no_grad(() => this.clone()));
     if (checkCast && !canCast(v.dtype, this.dtype)) {
       throw new LoomDtypeError(`[${op}] result type ${v.dtype} can't be cast to the desired output type ${this.dtype}`);
     }
-    this._assign(v.to(this.dtype).expand(this.shape as number[]));
+    let src = v.to(this.dtype).expand(this.shape as number[]);
+    if (src.isLazy !== this.isLazy) src = (this.isLazy ? src.lazy() : (src as unknown as { eval(): Self }).eval()) as Self;
+    this._assign(src);
+    if (src.requires_grad && is_grad_enabled()) this._record(self, op, [src], (g) => [g]);
     return this;
   }
 

@@ -47,6 +47,7 @@ const MAX_IN_FLIGHT = 8;
 const NO_ATTRS: readonly number[] = [];
 
 function nativeError(msg: string): Error {
+  if (msg.startsWith("[one_hot] class values")) return new LoomValueError(msg); // as the reference's indexError
   if (/out of bounds|non-zero size/.test(msg)) return new LoomIndexError(msg);
   // integer results (elementwise.ts intResultCheck): the same messages as the js reference
   if (/ZeroDivisionError|negative integer powers|cannot convert|cannot be stored in a/.test(msg)) return new LoomValueError(msg);
