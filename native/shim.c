@@ -261,7 +261,9 @@ static int run_program(const double *w, int64_t nwords, char *err) {
     const double *t = parse_tensor(w + 4 + I.nattr, &I.out);
     for (int i = 0; i < I.nin; i++) t = parse_tensor(t, &I.in[i]);
     op_counts[I.op]++;
-    if (KERNELS[I.op](&I) != 0 || err[0]) {
+    int rc = KERNELS[I.op](&I);
+    loom_int_fault_report(); /* integer division by zero etc., seen by any pool thread */
+    if (rc != 0 || err[0]) {
       if (!err[0]) loom_set_error("kernel %d failed", I.op);
       return k;
     }

@@ -6,7 +6,7 @@ export { LazyTensor, realizeAll, compile_plan, explain } from "./lazy/lazy_tenso
 export { TensorOps, type Scalar, type NestedList } from "./lazy/surface.ts";
 export * from "./lazy/creation.ts";
 export * from "./lazy/functional.ts";
-export { slice, type IndexItem, type Slice } from "./lazy/indexing.ts";
+export { slice, type IndexItem, type IndexList, type IndexTensor, type Slice } from "./lazy/indexing.ts";
 export { gradcheck, type GradcheckOptions, type GradcheckFailure } from "./lazy/gradcheck.ts";
 export * as autograd from "./lazy/autograd_api.ts";
 export { no_grad, enable_grad, is_grad_enabled, set_grad_enabled } from "./autograd/grad_mode.ts";

@@ -222,6 +222,12 @@ int collapse_dims(int nd, int64_t *shape, int nops, int64_t **strides);
  * stored as (float32 results may use faster approximations accurate to far below a float32 ulp).
  */
 void ew_apply(int op, int dt, double *o, const double *a, const double *b, const double *c, int n);
+/**
+ * Report (as the current command's error) the first integer-result fault ew_apply saw since the
+ * last call, and clear it: integer division by zero, integer pow with a negative exponent, a
+ * non-finite value stored as an integer. Returns 1 if there was one. Called after every kernel.
+ */
+int loom_int_fault_report(void);
 /** Padding of block buffers: transcendental ops run whole SIMD vectors (position-independent bits). */
 #define LOOM_VEC 8
 #define LOOM_PAD(n) (((n) + LOOM_VEC - 1) / LOOM_VEC * LOOM_VEC)

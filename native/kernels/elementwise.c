@@ -9,12 +9,16 @@
  * the compiler vectorizes) and stores with the js backend's conversions.
  *
  * Scalar semantics are the registry's `ref` functions (src/graph/ops/elementwise.ts) in double:
- * NaN is falsy for logical ops, maximum/minimum propagate NaN and order signed zeros as
- * Math.max/Math.min, pow follows Math.pow's NaN cases, round is half-to-even. Transcendental
+ * NaN is true for logical ops (only 0 is false, as torch), sign(NaN) and sign(-0) are 0,
+ * integer results are checked (int_check_args/int_check_result), maximum/minimum propagate NaN
+ * and order signed zeros as Math.max/Math.min, pow follows Math.pow's NaN cases, round is
+ * half-to-even. Transcendental
  * functions run through libmvec's SIMD variants on whole vectors only (a partial last vector goes
  * through a padded temporary), so an element's bits never depend on its position in a block: a
  * fused kernel and the unfused ops agree however their blocks are cut.
  */
+#include <stdatomic.h>
+
 #include "common.h"
 
 #if defined(__AVX512F__)
@@ -211,9 +215,61 @@ static void sigmoid_block(double *o, const double *a, int n) {
   for (int i = 0; i < n; i++) o[i] = 1 / (1 + e[i]);
 }
 
-static inline int truthy(double v) { return v != 0 && !isnan(v); }
+static inline int truthy(double v) { return v != 0; }
 
-static inline double js_sign(double x) { return isnan(x) ? x : x > 0 ? 1 : x < 0 ? -1 : x; }
+static inline double js_sign(double x) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
+
+/* ---- integer results (src/graph/ops/elementwise.ts intResultCheck) ------------------------------ */
+/*
+ * Integer tensors hold integers only: integer floor_divide/remainder by 0, integer pow with a
+ * negative exponent and any non-finite integer result (a cast of inf/NaN) are errors. Pool threads
+ * record the first fault here; loom_int_fault_report (after each kernel, on the command's thread)
+ * turns it into the command's error with the reference's message.
+ */
+static atomic_int int_fault; /* 0: none; else 1 + opcode */
+static int int_fault_dt, int_fault_arg; /* arg: an operand was refused (else a result) */
+static double int_fault_v;
+
+static void int_fault_set(int op, int dt, int arg, double v) {
+  int none = 0;
+  if (atomic_compare_exchange_strong(&int_fault, &none, 1 + op)) { int_fault_dt = dt; int_fault_arg = arg; int_fault_v = v; }
+}
+
+static inline int is_int_dt(int dt) { return dt == DT_I32 || dt == DT_I64 || dt == DT_I8 || dt == DT_U8; }
+
+/** Checks on the operands (before the op: its output may overwrite them). */
+static void int_check_args(int op, int dt, const double *b, int n) {
+  if (op == OP_floor_divide || op == OP_remainder) {
+    for (int i = 0; i < n; i++) if (b[i] == 0) { int_fault_set(op, dt, 1, b[i]); return; }
+  } else if (op == OP_pow) {
+    for (int i = 0; i < n; i++) if (b[i] < 0) { int_fault_set(op, dt, 1, b[i]); return; }
+  }
+}
+
+static void int_check_result(int op, int dt, const double *o, int n) {
+  for (int i = 0; i < n; i++) if (!isfinite(o[i])) { int_fault_set(op, dt, 0, o[i]); return; }
+}
+
+static const char *const EW_NAMES[] = {
+#define LOOM_EW_NAME(n) #n,
+  LOOM_EW_OPS(LOOM_EW_NAME)
+#undef LOOM_EW_NAME
+};
+static const char *const DT_NAMES[] = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool"};
+
+int loom_int_fault_report(void) {
+  int f = atomic_exchange(&int_fault, 0);
+  if (!f) return 0;
+  int op = f - 1;
+  const char *name = EW_NAMES[op], *dt = DT_NAMES[int_fault_dt];
+  double v = int_fault_v;
+  const char *vs = isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity"; /* as JavaScript prints them */
+  if (int_fault_arg && op == OP_pow) loom_set_error("[pow] integers to negative integer powers are not allowed (%s)", dt);
+  else if (int_fault_arg) loom_set_error("[%s] ZeroDivisionError: integer division by zero (%s)", name, dt);
+  else if (op == OP_cast) loom_set_error("[cast] cannot convert %s to %s: integer tensors hold integers only", vs, dt);
+  else loom_set_error("[%s] result %s cannot be stored in a %s tensor", name, vs, dt);
+  return 1;
+}
 
 static inline double js_pow(double a, double b) {
   if (isnan(b)) return NAN;
@@ -244,7 +300,7 @@ static inline double js_min(double a, double b) {
 #define LOOP2(expr) { if (f32) { _Pragma("omp simd") for (int i = 0; i < n; i++) { double x = a[i], y = b[i]; o[i] = (float)(expr); } } \
                       else { _Pragma("omp simd") for (int i = 0; i < n; i++) { double x = a[i], y = b[i]; o[i] = (expr); } } } break;
 
-void ew_apply(int op, int dt, double *o, const double *a, const double *b, const double *c, int n) {
+static void ew_apply_op(int op, int dt, double *o, const double *a, const double *b, const double *c, int n) {
   int f32 = dt == DT_F32;
   switch (op) {
     case OP_neg: LOOP1(-x)
@@ -297,6 +353,16 @@ void ew_apply(int op, int dt, double *o, const double *a, const double *b, const
   return;
 round:
   if (f32) for (int i = 0; i < n; i++) o[i] = (float)o[i];
+}
+
+void ew_apply(int op, int dt, double *o, const double *a, const double *b, const double *c, int n) {
+  if (!is_int_dt(dt)) {
+    ew_apply_op(op, dt, o, a, b, c, n);
+    return;
+  }
+  int_check_args(op, dt, b, n);
+  ew_apply_op(op, dt, o, a, b, c, n);
+  int_check_result(op, dt, o, n);
 }
 #undef LOOP1
 #undef LOOP2
@@ -423,7 +489,7 @@ static void ew_apply_f32(int op, float *o, const float *a, const float *b, const
     case OP_floor: F1(floorf(x))
     case OP_ceil: F1(ceilf(x))
     case OP_round: F1(rintf(x))
-    case OP_sign: F1(x != x ? x : x > 0 ? 1.0f : x < 0 ? -1.0f : x)
+    case OP_sign: F1(x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f)
     case OP_contiguous: case OP_cast: if (o != a) memmove(o, a, (size_t)n * 4); return;
     case OP_add: F2(x + y)
     case OP_sub: F2(x - y)

@@ -169,7 +169,7 @@ typedef struct {
   const loom_instr *I;
   int rms, D, has_w, has_b;
   int64_t N;
-  double c1, c2, eps;
+  double c1, c2, c3, eps;
   rows_t rx;
   const double *w, *b; /* dense copies of the weight and bias */
 } norm_ctx;
@@ -197,11 +197,15 @@ static void norm_rows(void *vc, int64_t r0, int64_t r1) {
       double s = R(D, fold_values(RED_SUM, q, N));
       rs = R(D, 1 / sqrt(R(D, R(D, s / C->c1) + C->eps)));
     } else {
-      double mu = R(D, R(D, fold_values(RED_SUM, v, N)) / C->c1);
-      ROW_OP(D, N, v, v[j] - mu);
+      /* the corrected two pass of functional.ts layer_norm: centre, then centre again by the mean
+         of the centred row (a constant row becomes exactly 0) */
+      double m0 = R(D, R(D, fold_values(RED_SUM, v, N)) / C->c1);
+      ROW_OP(D, N, v, v[j] - m0);
+      double cm = R(D, R(D, fold_values(RED_SUM, v, N)) / C->c2);
+      ROW_OP(D, N, v, v[j] - cm);
       ROW_OP(D, N, q, v[j] * v[j]);
       double s = R(D, fold_values(RED_SUM, q, N));
-      rs = R(D, 1 / sqrt(R(D, R(D, s / C->c2) + C->eps)));
+      rs = R(D, 1 / sqrt(R(D, R(D, s / C->c3) + C->eps)));
     }
     ROW_OP(D, N, q, v[j] * rs);
     if (C->has_w) ROW_OP(D, N, q, q[j] * W[j]);
@@ -214,7 +218,7 @@ static void norm_rows(void *vc, int64_t r0, int64_t r1) {
 }
 
 /**
- * fused_layer_norm: inputs [x, n, n, eps, w?, b?]; fused_rms_norm: inputs [x, n, eps, w?];
+ * fused_layer_norm: inputs [x, n, n, n, eps, w?, b?]; fused_rms_norm: inputs [x, n, eps, w?];
  * attrs [dims, has_weight, has_bias]. x may be strided; the output is dense.
  */
 int k_fused_norm(const loom_instr *I) {
@@ -232,7 +236,12 @@ int k_fused_norm(const loom_instr *I) {
   int k = 1;
   C.c1 = load1(I->in[k].p, I->in[k].dt, I->in[k].off);
   k++;
-  if (!C.rms) { C.c2 = load1(I->in[k].p, I->in[k].dt, I->in[k].off); k++; }
+  if (!C.rms) {
+    C.c2 = load1(I->in[k].p, I->in[k].dt, I->in[k].off);
+    k++;
+    C.c3 = load1(I->in[k].p, I->in[k].dt, I->in[k].off);
+    k++;
+  }
   C.eps = load1(I->in[k].p, I->in[k].dt, I->in[k].off);
   k++;
   int64_t total = t_numel(x);

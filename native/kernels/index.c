@@ -9,13 +9,32 @@
 
 #include "common.h"
 
-/** Normalize index v for a dim of `size`, or record the reference's error and return -1. */
-static int64_t check_index(const char *op, double v, int64_t size, int dim) {
-  if (v < -(double)size || v >= (double)size || isnan(v)) {
-    loom_set_error("[%s] index %.17g is out of bounds for dimension %d with size %lld", op, v, dim, (long long)size);
-    return -1;
+/*
+ * Index bounds errors, worded as the reference's indexError (linalg_index.ts): attr[1] is the
+ * composite the index came from (INDEX_CALLERS order, from 1; 0 = the op itself). Negative
+ * indices are out of bounds (PyTorch does not wrap them in these ops).
+ */
+enum { CALLER_NONE, CALLER_EMBEDDING, CALLER_CROSS_ENTROPY, CALLER_ONE_HOT };
+
+/** Check index v for a dim of `size`, or record the reference's error and return -1. */
+static int64_t check_index(const char *op, int caller, double v, int64_t size, int dim) {
+  if (v >= 0 && v < (double)size) return (int64_t)v;
+  if (caller == CALLER_CROSS_ENTROPY) loom_set_error("[cross_entropy] Target %.17g is out of bounds.", v);
+  else if (caller == CALLER_ONE_HOT && v < 0) loom_set_error("[one_hot] class values must be non-negative");
+  else if (caller == CALLER_ONE_HOT) loom_set_error("[one_hot] class values must be smaller than num_classes (%lld), got %.17g", (long long)size, v);
+  else loom_set_error("[%s] index %.17g is out of bounds for dimension %d with size %lld", caller == CALLER_EMBEDDING ? "embedding" : op, v, dim, (long long)size);
+  return -1;
+}
+
+/** PyTorch treats a 0-d operand of these ops as 1-D of size 1 (ensure_nonempty_dim/size). */
+static tdesc as1d(const tdesc *t) {
+  tdesc v = *t;
+  if (v.nd == 0) {
+    v.nd = 1;
+    v.shape[0] = 1;
+    v.st[0] = 1;
   }
-  return (int64_t)(v < 0 ? v + size : v);
+  return v;
 }
 
 /** Storage offset of the k-th row-major element of shape `sh` under strides `st`. */
@@ -44,13 +63,14 @@ static void zero_dense(const tdesc *o) {
 
 /** out[i] = x[... index[i] at dim ...] over the index's elements (out dense, shaped as index). */
 int k_gather(const loom_instr *I) {
-  const tdesc *x = &I->in[0], *ix = &I->in[1], *o = &I->out;
-  int dim = (int)I->attr[0];
+  const tdesc X = as1d(&I->in[0]), IX = as1d(&I->in[1]), *o = &I->out;
+  const tdesc *x = &X, *ix = &IX;
+  int dim = (int)I->attr[0], caller = (int)I->attr[1];
   int64_t n = t_numel(ix), size = x->shape[dim];
   int64_t xs[LOOM_MAXD];
   for (int d = 0; d < x->nd; d++) xs[d] = d == dim ? 0 : x->st[d];
   for (int64_t i = 0; i < n; i++) {
-    int64_t k = check_index("gather", load1(ix->p, ix->dt, offset_of(ix->nd, ix->shape, ix->st, ix->off, i)), size, dim);
+    int64_t k = check_index("gather", caller, load1(ix->p, ix->dt, offset_of(ix->nd, ix->shape, ix->st, ix->off, i)), size, dim);
     if (k < 0) return 1;
     int64_t xo = offset_of(ix->nd, ix->shape, xs, x->off, i) + k * x->st[dim];
     store1(o->p, o->dt, o->off + i, load1(x->p, x->dt, xo));
@@ -60,14 +80,15 @@ int k_gather(const loom_instr *I) {
 
 /** out = x; out[... index[i] at dim ...] += src[i] over the index's elements. */
 int k_scatter_add(const loom_instr *I) {
-  const tdesc *x = &I->in[0], *ix = &I->in[1], *src = &I->in[2], *o = &I->out;
-  int dim = (int)I->attr[0];
+  const tdesc X = as1d(&I->in[0]), IX = as1d(&I->in[1]), SRC = as1d(&I->in[2]), O = as1d(&I->out);
+  const tdesc *x = &X, *ix = &IX, *src = &SRC, *o = &O;
+  int dim = (int)I->attr[0], caller = (int)I->attr[1];
   copy_strided(o, x);
   int64_t n = t_numel(ix), size = o->shape[dim];
   int64_t os[LOOM_MAXD];
   for (int d = 0; d < o->nd; d++) os[d] = d == dim ? 0 : o->st[d];
   for (int64_t i = 0; i < n; i++) {
-    int64_t k = check_index("scatter_add", load1(ix->p, ix->dt, offset_of(ix->nd, ix->shape, ix->st, ix->off, i)), size, dim);
+    int64_t k = check_index("scatter_add", caller, load1(ix->p, ix->dt, offset_of(ix->nd, ix->shape, ix->st, ix->off, i)), size, dim);
     if (k < 0) return 1;
     int64_t oo = offset_of(ix->nd, ix->shape, os, o->off, i) + k * o->st[dim];
     double v = load1(src->p, src->dt, offset_of(ix->nd, ix->shape, src->st, src->off, i));
@@ -77,23 +98,23 @@ int k_scatter_add(const loom_instr *I) {
 }
 
 /** Read and check a 1-D (or 0-d) index into ks; returns 0 on success. */
-static int read_indices(const char *op, const tdesc *ix, int64_t size, int dim, int64_t *ks, int64_t n) {
+static int read_indices(const char *op, int caller, const tdesc *ix, int64_t size, int dim, int64_t *ks, int64_t n) {
   int64_t s = ix->nd > 0 ? ix->st[0] : 0;
   for (int64_t j = 0; j < n; j++) {
-    ks[j] = check_index(op, load1(ix->p, ix->dt, ix->off + j * s), size, dim);
+    ks[j] = check_index(op, caller, load1(ix->p, ix->dt, ix->off + j * s), size, dim);
     if (ks[j] < 0) return 1;
   }
   return 0;
 }
 
 int k_index_select(const loom_instr *I) {
-  const tdesc *x = &I->in[0], *ix = &I->in[1], *o = &I->out;
-  int dim = (int)I->attr[0];
+  const tdesc X = as1d(&I->in[0]), O = as1d(&I->out), *ix = &I->in[1];
+  int dim = (int)I->attr[0], caller = (int)I->attr[1];
   int64_t n = t_numel(ix);
   int64_t *ks = malloc(sizeof(int64_t) * (n > 0 ? n : 1));
-  int bad = read_indices("index_select", ix, x->shape[dim], dim, ks, n);
+  int bad = read_indices("index_select", caller, ix, X.shape[dim], dim, ks, n);
   for (int64_t j = 0; j < n && !bad; j++) {
-    tdesc s = narrow(x, dim, ks[j], 1), d = narrow(o, dim, j, 1);
+    tdesc s = narrow(&X, dim, ks[j], 1), d = narrow(&O, dim, j, 1);
     copy_strided(&d, &s);
   }
   free(ks);
@@ -101,21 +122,21 @@ int k_index_select(const loom_instr *I) {
 }
 
 int k_index_add(const loom_instr *I) {
-  const tdesc *x = &I->in[0], *ix = &I->in[1], *src = &I->in[2], *o = &I->out;
-  int dim = (int)I->attr[0];
+  const tdesc X = as1d(&I->in[0]), SRC = as1d(&I->in[2]), O = as1d(&I->out), *ix = &I->in[1];
+  int dim = (int)I->attr[0], caller = (int)I->attr[1];
   int64_t n = t_numel(ix);
   int64_t *ks = malloc(sizeof(int64_t) * (n > 0 ? n : 1));
-  int bad = read_indices("index_add", ix, x->shape[dim], dim, ks, n);
-  if (!bad) copy_strided(o, x);
+  int bad = read_indices("index_add", caller, ix, X.shape[dim], dim, ks, n);
+  if (!bad) copy_strided(&O, &X);
   for (int64_t j = 0; j < n && !bad; j++) {
     loom_instr A;
     memset(&A, 0, sizeof A);
     A.op = OP_add;
     A.nin = 2;
-    A.out = narrow(o, dim, ks[j], 1);
-    A.out.dt = raw_dt(o->dt);
+    A.out = narrow(&O, dim, ks[j], 1);
+    A.out.dt = raw_dt(O.dt);
     A.in[0] = A.out;
-    A.in[1] = narrow(src, dim, j, 1);
+    A.in[1] = narrow(&SRC, dim, j, 1);
     k_elementwise(&A);
   }
   free(ks);

@@ -19,10 +19,24 @@ export interface GradFnNode<T> {
   /** dL/dinputs from dL/dout; null where an input needs no gradient. */
   apply(g: T): (T | null)[];
   released: boolean;
+  /**
+   * The output the rule may read (torch saves `result` for exp, sqrt, tanh...); with `versions`,
+   * the saved-tensor check covers it too.
+   */
+  readonly output?: T;
+  /**
+   * `_version` of inputs[i] (then of `output`) when the op was recorded. While `apply` runs, a
+   * tensor among them that the rule uses as an operand must still be at that version (torch's
+   * SavedVariable check); shape and dtype reads do not count, so rules that read no data (add,
+   * views) never throw. Absent: nothing checked.
+   */
+  readonly versions?: readonly number[];
 }
 
 export interface AutogradTensor<T> extends Diff<T> {
   requires_grad: boolean;
+  /** Count of in-place writes to this tensor's storage (shared by its views); torch's `_version`. */
+  readonly _version: number;
   /** A copy with its own dense storage. */
   clone(): T;
   grad: T | null;
@@ -46,6 +60,39 @@ export type GradMaterializer = (pairs: readonly { target: unknown; grad: unknown
 let materialize: GradMaterializer = (pairs) => pairs.map((p) => p.grad);
 export function set_grad_materializer(fn: GradMaterializer): void {
   materialize = fn;
+}
+
+/**
+ * The record whose rule `runBackward` is running, or null: every op application checks its
+ * operands against this record's saved versions (one property read per op outside backward).
+ */
+export const backward_state: { fn: GradFnNode<any> | null } = { fn: null };
+
+/** Versions of `inputs` and then `output` as they are now, for GradFnNode.versions. */
+export function saved_versions<T extends { readonly _version: number }>(inputs: readonly T[], output: T): number[] {
+  const v = new Array<number>(inputs.length + 1);
+  for (let i = 0; i < inputs.length; i++) v[i] = inputs[i]!._version;
+  v[inputs.length] = output._version;
+  return v;
+}
+
+/**
+ * Throw when `t`, used as an operand by the rule of `fn`, is a tensor `fn` saved and was modified
+ * in place since (torch: "one of the variables needed for gradient computation has been modified
+ * by an inplace operation").
+ * @throws LoomAutogradError naming the tensor's dtype and shape, the op, and both versions
+ */
+export function check_saved<T extends AutogradTensor<T>>(fn: GradFnNode<T>, t: T): void {
+  const v = fn.versions;
+  if (!v) return;
+  const n = fn.inputs.length;
+  for (let i = 0; i <= n; i++) {
+    if ((i < n ? fn.inputs[i] : fn.output) !== t || t._version === v[i]) continue;
+    const which = i < n ? `input ${i}` : "output 0";
+    throw new LoomAutogradError(
+      `[backward] one of the variables needed for gradient computation has been modified by an inplace operation: [${t.dtype} ${fmtShape(t.shape)}], which is ${which} of ${fn.name}, is at version ${t._version}; expected version ${v[i]} instead. Hint: an in-place write (an optimizer step, x.add_(...) under no_grad) came between the forward and this backward; run the forward again, or clone() the tensor before writing it`,
+    );
+  }
 }
 
 /** Tensors reachable from `roots` through grad_fn inputs, in topological order (inputs first). */
@@ -127,7 +174,14 @@ export function runBackward<T extends AutogradTensor<T>>(
           `Trying to backward through the graph a second time (through ${fn.name}); specify retain_graph: true on the first backward`,
         );
       }
-      const ig = fn.apply(g);
+      const prevFn = backward_state.fn;
+      backward_state.fn = fn;
+      let ig: (T | null)[];
+      try {
+        ig = fn.apply(g);
+      } finally {
+        backward_state.fn = prevFn;
+      }
       fn.inputs.forEach((inp, i) => {
         const g0 = ig[i];
         if (!g0 || !inp.requires_grad) return;

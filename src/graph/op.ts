@@ -31,6 +31,8 @@ export interface Diff<T> extends Meta {
   ne(o: T | number): T;
   gt(o: T | number): T;
   lt(o: T | number): T;
+  le(o: T | number): T;
+  logical_or(o: T | number): T;
   where(condition: T, other: T | number): T;
   to(dtype: DType): T;
   sum(dim?: number | readonly number[] | null, keepdim?: boolean): T;

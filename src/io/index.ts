@@ -16,3 +16,7 @@ export {
   ShardedCheckpoint, type SplitOptions, type StateDictSplit, load_sharded, open_sharded, parse_size_to_int,
   save_sharded, split_state_dict_into_shards,
 } from "./sharded.ts";
+export {
+  type FileError, checkpointRoot, fileKind, openRegularFile, readCheckpointFile, readRegularFile, resolveCheckpointFile,
+} from "./files.ts";
+export { type DuplicateKey, findDuplicateKey, formatJsonPath } from "./json.ts";

@@ -14,13 +14,14 @@
  * safetensors Python package (safetensors.torch.load / save / load_file / save_file / safe_open).
  * Source: the safetensors spec, huggingface/safetensors README "Format" and safetensors/src/tensor.rs.
  */
-import { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, openSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import type { DType, TypedArray } from "../tensor/dtype.ts";
 import { LoomFormatError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import {
   DTYPE_TO_SAFETENSORS, FILE_ITEMSIZE, type HeaderEntry, type SafetensorsHeader, type TensorInfo,
   formatError, headerSizePrefix, layoutEntries, parseHeader, readHeaderSize, serializeHeader,
 } from "./safetensors_header.ts";
+import { openRegularFile, readAt } from "./files.ts";
 
 /** A tensor as loaded: Loom dtype, shape, and its storage array (see src/tensor/dtype.ts). */
 export interface TensorData {
@@ -164,29 +165,24 @@ export function read_header(bytes: Uint8Array): SafetensorsHeader {
 
 /**
  * Reads only the header of a file on disk: the first 8 + N bytes; the data is never read.
- * @throws LoomFormatError naming `path` for any malformed header; fs errors (ENOENT...) as thrown by node:fs
+ * @throws LoomFormatError naming `path` for any malformed header, or for a path that is a
+ *   directory, FIFO, socket or device (never opened for a blocking read); fs errors (ENOENT...)
+ *   as thrown by node:fs
  */
 export function read_header_file(path: string): SafetensorsHeader {
-  const fd = openSync(path, "r");
+  const { fd, size } = openFile(path);
   try {
-    const size = fstatSync(fd).size;
-    const prefix = readExactly(fd, 0, Math.min(8, size));
+    const prefix = readAt(fd, 0, Math.min(8, size));
     const n = readHeaderSize(prefix, size, path);
-    return parseHeader(readExactly(fd, 8, n), size, path);
+    return parseHeader(readAt(fd, 8, n), size, path);
   } finally {
     closeSync(fd);
   }
 }
 
-function readExactly(fd: number, position: number, length: number): Uint8Array {
-  const out = new Uint8Array(length);
-  let done = 0;
-  while (done < length) {
-    const got = readSync(fd, out, done, length - done, position + done);
-    if (got <= 0) break;
-    done += got;
-  }
-  return done === length ? out : out.subarray(0, done);
+// A regular file, opened; anything else is a LoomFormatError naming the path (see files.ts).
+function openFile(path: string): { fd: number; size: number } {
+  return openRegularFile(path, (reason) => formatError(path, "file", reason));
 }
 
 /**
@@ -201,26 +197,33 @@ export function load(bytes: Uint8Array, options: LoadOptions = {}): Safetensors 
   return loadFrom(bytes, undefined, options);
 }
 
-/** Maps a file read-only-to-disk (MAP_PRIVATE); reads it when mmap is unavailable or fails. */
+/**
+ * Maps a regular file read-only-to-disk (MAP_PRIVATE); reads it when mmap is unavailable or fails.
+ * @throws LoomFormatError naming `path` if it is a directory, FIFO, socket or device
+ */
 function mapFile(path: string): Uint8Array {
-  const size = statSync(path).size;
-  // mmap rejects empty files (EINVAL); anything shorter than the length field is read and rejected.
-  if (size >= 8 && typeof Bun !== "undefined") {
-    try {
-      return Bun.mmap(path, { shared: false });
-    } catch {
-      // e.g. a filesystem without mmap support: fall through to a plain read.
+  const { fd, size } = openFile(path);
+  try {
+    // mmap rejects empty files (EINVAL); anything shorter than the length field is read and rejected.
+    if (size >= 8 && typeof Bun !== "undefined") {
+      try {
+        return Bun.mmap(path, { shared: false });
+      } catch {
+        // e.g. a filesystem without mmap support: fall through to a plain read.
+      }
     }
+    return readAt(fd, 0, size);
+  } finally {
+    closeSync(fd);
   }
-  const buf = readFileSync(path);
-  return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
 }
 
 /**
  * Loads every tensor of a file, zero-copy where possible (see module doc).
  * The mapping lives as long as any returned view; replacing the file with `save_file` is safe
  * (it writes a new file and renames), truncating it in place while mapped is not.
- * @throws LoomFormatError naming `path` (see `load`); fs errors as thrown by node:fs
+ * @throws LoomFormatError naming `path` (see `load`), or for a path that is not a regular file
+ *   (a directory, a FIFO...); fs errors as thrown by node:fs
  */
 export function load_file(path: string, options: LoadOptions = {}): Safetensors {
   return loadFrom(mapFile(path), path, options);
@@ -285,7 +288,8 @@ export class SafetensorsFile {
 
 /**
  * Opens a file for lazy access (safetensors.safe_open).
- * @throws LoomFormatError naming `path` for a malformed header; fs errors as thrown by node:fs
+ * @throws LoomFormatError naming `path` for a malformed header or a path that is not a regular
+ *   file; fs errors as thrown by node:fs
  */
 export function safe_open(path: string): SafetensorsFile {
   return new SafetensorsFile(path, mapFile(path));

@@ -15,6 +15,7 @@
  */
 import type { DType } from "../tensor/dtype.ts";
 import { LoomFormatError, LoomValueError, fmtShape } from "../tensor/errors.ts";
+import { findDuplicateKey, formatJsonPath } from "./json.ts";
 
 /** The safetensors dtype strings Loom reads and writes. */
 export type SafetensorsDtype = "F64" | "F32" | "F16" | "BF16" | "I64" | "I32" | "I8" | "U8" | "BOOL";
@@ -126,7 +127,8 @@ export function readHeaderSize(prefix: Uint8Array, file_size: number, source?: s
  * @param file_size - total file size; the data buffer is file_size - 8 - N bytes
  * @returns the header with entries in offset order
  * @throws LoomFormatError naming the source, the tensor and the reason for: invalid UTF-8,
- *   invalid JSON, a non-object header, a bad `__metadata__`, an unknown or unsupported dtype, a
+ *   invalid JSON, a repeated key at any level (a tensor name, a field of an entry, a metadata
+ *   key: JSON.parse would silently keep the last one), a non-object header, a bad `__metadata__`, an unknown or unsupported dtype, a
  *   bad shape, bad or out-of-bounds offsets, a size that disagrees with dtype and shape, and
  *   offsets that overlap, leave a gap, or do not cover the data buffer.
  */
@@ -146,6 +148,7 @@ export function parseHeader(header_bytes: Uint8Array, file_size: number, source?
   } catch (e) {
     throw formatError(source, "header", `is not valid JSON (${(e as Error).message})`);
   }
+  checkDuplicates(text, source);
   if (!isObject(json)) throw formatError(source, "header", `JSON is ${describe(json)}, expected an object`);
 
   const metadata = parseMetadata(json[METADATA_KEY], source);
@@ -157,6 +160,18 @@ export function parseHeader(header_bytes: Uint8Array, file_size: number, source?
   entries.sort(([, a], [, b]) => a.data_offsets[0] - b.data_offsets[0] || a.data_offsets[1] - b.data_offsets[1]);
   checkTiling(entries, data_size, source);
   return { tensors: new Map(entries), metadata, header_size, data_start, data_size };
+}
+
+// serde rejects a repeated field of an entry; a repeated tensor name is rejected too (the
+// reference keeps the last and then fails on the hole the first one's bytes leave).
+function checkDuplicates(text: string, source?: string): void {
+  const dup = findDuplicateKey(text);
+  if (dup === null) return;
+  const { key, path } = dup;
+  const name = (k: string | number) => (k === METADATA_KEY ? METADATA_KEY : `tensor ${JSON.stringify(k)}`);
+  if (path.length === 0) throw formatError(source, name(key), "appears twice in the header; every key must be unique");
+  if (path.length === 1) throw formatError(source, name(path[0]!), `duplicate ${path[0] === METADATA_KEY ? "key" : "field"} ${JSON.stringify(key)}`);
+  throw formatError(source, "header", `duplicate key ${JSON.stringify(key)} in ${formatJsonPath(path)}`);
 }
 
 function parseMetadata(raw: unknown, source?: string): Record<string, string> {

@@ -8,20 +8,24 @@
  * asked for (keeping at most one open), and `shards()` visits shards one at a time so a model
  * can be loaded without holding every shard at once. The index is untrusted: shard names must
  * stay inside the checkpoint directory, and every tensor must be in the shard the index names.
+ * Every file read (index, single file, shards) must be a regular file that, symlinks followed,
+ * lies inside the directory, or inside the `models--*` folder of a Hugging Face cache snapshot
+ * (whose files link to ../../blobs/); see files.ts.
  *
  * Source: huggingface_hub/serialization/_base.py (split_state_dict_into_shards_factory: greedy
  * split in key order, a tensor larger than max_shard_size gets its own shard, shard names
  * "model{suffix}.safetensors" with suffix "-00001-of-00003"); transformers save_pretrained writes
  * the index with sorted keys and indent 2.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
+import { existsSync, mkdirSync, readdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { LoomFormatError, LoomValueError } from "../tensor/errors.ts";
 import {
   type LoadOptions, type SafetensorsFile, type TensorData, type TensorDict, type TensorLike,
   entriesOf, read_header_file, safe_open, save_file,
 } from "./safetensors.ts";
 import { DTYPE_TO_SAFETENSORS, FILE_ITEMSIZE, type SafetensorsHeader, compareNames, formatError } from "./safetensors_header.ts";
+import { checkpointRoot, readRegularFile, resolveCheckpointFile } from "./files.ts";
 
 /** File name of a single-file checkpoint. */
 export const SAFE_WEIGHTS_NAME = "model.safetensors";
@@ -201,11 +205,10 @@ function checkShardName(shard: string, tensor: string, source: string): void {
 }
 
 function readIndex(path: string): { metadata: Record<string, unknown>; weight_map: Map<string, string> } {
-  const size = statSync(path).size;
-  if (size > MAX_INDEX_SIZE) throw formatError(path, "index", `${size} bytes exceeds the maximum of ${MAX_INDEX_SIZE}`);
+  const bytes = readRegularFile(path, (reason) => formatError(path, "index", reason), MAX_INDEX_SIZE);
   let json: unknown;
   try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(readFileSync(path)));
+    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (e) {
     throw formatError(path, "index", `is not valid UTF-8 JSON (${(e as Error).message})`);
   }
@@ -237,6 +240,8 @@ export class ShardedCheckpoint {
   /** Tensor name -> shard file name (relative to `directory`). */
   readonly weight_map: ReadonlyMap<string, string>;
   private readonly by_shard = new Map<string, string[]>();
+  // Where files may resolve to: realpath(directory), or its Hugging Face cache models--* folder.
+  private readonly root: string;
   private open_shard: { shard: string; file: SafetensorsFile } | null = null;
 
   private constructor(directory: string, source: string, metadata: Record<string, unknown>, weight_map: Map<string, string>) {
@@ -244,6 +249,7 @@ export class ShardedCheckpoint {
     this.source = source;
     this.metadata = metadata;
     this.weight_map = weight_map;
+    this.root = checkpointRoot(directory);
     for (const [tensor, shard] of weight_map) {
       const list = this.by_shard.get(shard);
       if (list) list.push(tensor);
@@ -255,19 +261,24 @@ export class ShardedCheckpoint {
    * Opens a checkpoint from a directory (its `model.safetensors.index.json`, else its
    * `model.safetensors`), an index file, or a single .safetensors file. Reads the index only
    * (or, for a single file, its header).
-   * @throws LoomFormatError for a malformed index, a shard name escaping the directory, or a
-   *   directory holding neither file
+   * @throws LoomFormatError for a malformed index, a shard name escaping the directory, a
+   *   directory holding neither file, an index or single file that is not a regular file (a
+   *   directory, a FIFO...), or one that is a symlink resolving outside the directory (or outside
+   *   the models--* folder of a Hugging Face cache snapshot)
    */
   static open(path: string): ShardedCheckpoint {
+    const isDir = statSync(path).isDirectory();
+    const directory = resolve(isDir ? path : dirname(path));
+    // null when absent; throws for a dangling link or one resolving out of the directory
+    const member = (name: string, file: string) => resolveCheckpointFile(directory, name, (reason) => formatError(file, "file", reason));
     let file = path;
-    if (statSync(path).isDirectory()) {
-      const index = join(path, SAFE_WEIGHTS_INDEX_NAME);
-      const single = join(path, SAFE_WEIGHTS_NAME);
-      if (existsSync(index)) file = index;
-      else if (existsSync(single)) file = single;
-      else throw new LoomFormatError(`[safetensors] ${path}: no ${SAFE_WEIGHTS_INDEX_NAME} or ${SAFE_WEIGHTS_NAME} in this directory`);
+    if (isDir) {
+      const found = [SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME].find((name) => member(name, join(path, name)) !== null);
+      if (found === undefined) throw new LoomFormatError(`[safetensors] ${path}: no ${SAFE_WEIGHTS_INDEX_NAME} or ${SAFE_WEIGHTS_NAME} in this directory`);
+      file = join(path, found);
+    } else {
+      member(basename(path), path);
     }
-    const directory = resolve(dirname(file));
     if (file.endsWith(".json")) {
       const { metadata, weight_map } = readIndex(file);
       return new ShardedCheckpoint(directory, file, metadata, weight_map);
@@ -296,17 +307,13 @@ export class ShardedCheckpoint {
     return (this.by_shard.get(shard) ?? []).slice();
   }
 
-  // The shard's path, checked to exist and, symlinks followed, to lie inside the directory.
+  // The shard's path, checked to exist and, symlinks followed, to lie inside the directory (or
+  // the Hugging Face cache folder); safe_open / read_header_file then refuse a non-regular file.
   private resolveShard(shard: string): string {
     const first = this.by_shard.get(shard)?.[0] ?? "?";
-    const full = resolve(this.directory, shard);
-    if (!existsSync(full)) {
-      throw formatError(this.source, `shard ${JSON.stringify(shard)}`, `file not found in ${this.directory} (it should hold tensor ${JSON.stringify(first)})`);
-    }
-    const real = realpathSync(full);
-    if (!real.startsWith(realpathSync(this.directory) + sep)) {
-      throw formatError(this.source, `shard ${JSON.stringify(shard)}`, `resolves to ${real}, outside the checkpoint directory`);
-    }
+    const what = `shard ${JSON.stringify(shard)}`;
+    const full = resolveCheckpointFile(this.directory, shard, (reason) => formatError(this.source, what, reason), this.root);
+    if (full === null) throw formatError(this.source, what, `file not found in ${this.directory} (it should hold tensor ${JSON.stringify(first)})`);
     return full;
   }
 

@@ -3,7 +3,7 @@
  * randint and the *_like forms). Creation is eager: it makes data; call `.lazy()` to use it in a
  * lazy graph (or just mix it in: eager operands of lazy ops are lifted automatically).
  */
-import { DEFAULT_FLOAT, isFloating, type DType, type TypedArray } from "../tensor/dtype.ts";
+import { DEFAULT_FLOAT, isFloating, isIntegral, type DType, type TypedArray } from "../tensor/dtype.ts";
 import { LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { default_generator, type Generator } from "../tensor/rng.ts";
 import { checkShape, numel } from "../tensor/shape.ts";
@@ -122,15 +122,23 @@ export function empty_like(t: { shape: readonly number[]; dtype: DType }, opts: 
 
 /**
  * torch.arange(end) / arange(start, end, step=1): values start + i·step for i < ceil((end-start)/step).
- * int64 when all arguments are integers, else float32.
+ * int64 when all arguments are integers, else float32. For an integer dtype, start, end and step
+ * are truncated to integers first, as torch does (arange(0, 3.1, {dtype: "int64"}) is [0, 1, 2]);
+ * torch computes the length from the truncated values for int64 and from the given ones for the
+ * other integer dtypes (int32: [0, 1, 2, 3]), and so does Loom.
+ * @throws LoomValueError when step is 0 (after truncation) or has the wrong sign
  */
 export function arange(start: number, end?: number, step = 1, opts: TensorOptions = {}): Tensor {
   if (end === undefined) { end = start; start = 0; }
-  if (step === 0) throw new LoomValueError("[arange] step must be nonzero");
-  if ((end - start) / step < 0) throw new LoomValueError(`[arange] upper bound and larger bound inconsistent with step sign (start ${start}, end ${end}, step ${step})`);
-  const n = Math.ceil((end - start) / step);
   const dtype = opts.dtype ?? ([start, end, step].every(Number.isInteger) ? "int64" : DEFAULT_FLOAT);
-  const vals = Array.from({ length: n }, (_, i) => start + i * step);
+  const int = isIntegral(dtype);
+  const [xs, xe, xst] = int ? [Math.trunc(start), Math.trunc(end), Math.trunc(step)] : [start, end, step];
+  if (xst === 0) throw new LoomValueError(`[arange] step must be nonzero (step ${step}${int ? ` is ${xst} as ${dtype}` : ""})`);
+  if (!((xst > 0 && xe >= xs) || (xst < 0 && xe <= xs))) {
+    throw new LoomValueError(`[arange] upper bound and larger bound inconsistent with step sign (start ${start}, end ${end}, step ${step})`);
+  }
+  const n = Math.ceil(dtype === "int64" ? (xe - xs) / xst : (end - start) / step);
+  const vals = Array.from({ length: n }, (_, i) => xs + i * xst);
   return finish(new Tensor(fromValues(dtype, [n], vals)), opts);
 }
 

@@ -69,12 +69,21 @@ function normDims(op: string, x: TensorOps<any>, normalized_shape: readonly numb
 /**
  * Layer normalization over the last dims: (x - E[x]) / sqrt(Var[x] + eps) · weight + bias,
  * with the biased variance. Source: Ba et al. 2016; torch.nn.functional.layer_norm.
+ *
+ * The mean is a corrected two pass (Chan, Golub & LeVeque 1983): m0 = mean(x) is rounded, so
+ * x - m0 is centred again by its own mean. For a constant row x - m0 is one exact value whose
+ * mean is itself, so the centred row is exactly 0 and y = bias, as torch's Welford moments give
+ * (a plain x - mean(x) leaves the rounding error of the mean, ±0.3 after dividing by
+ * sqrt(eps) at 12345.678). m0 is detached: the centring's gradient is the second pass's.
+ * Decomposition: m0 = sum(x)/n; d0 = x - m0; d = d0 - sum(d0)/n; var = sum(d·d)/n;
+ * y = d · rsqrt(var + eps) [· w] [+ b] (the reference for fused_layer_norm).
  * @param x - [*, ...normalized_shape]; weight, bias - normalized_shape
  * @param eps - added to the variance (absolute)
  */
 export function layer_norm<S extends TensorOps<S>>(x: S, normalized_shape: readonly number[], weight?: S | null, bias?: S | null, eps = 1e-5): S {
   const dims = normDims("layer_norm", x, normalized_shape);
-  const d = x.sub(x.mean(dims, true));
+  const d0 = x.sub(x.mean(dims, true).detach());
+  const d = d0.sub(d0.mean(dims, true));
   let y = d.mul(d.mul(d).mean(dims, true).add(eps).rsqrt());
   if (weight) y = y.mul(weight);
   if (bias) y = y.add(bias);
@@ -104,7 +113,8 @@ export function rms_norm<S extends TensorOps<S>>(x: S, normalized_shape: readonl
 export function embedding<S extends TensorOps<S>>(input: S, weight: S, padding_idx?: number | null): S {
   if (input.dtype !== "int64" && input.dtype !== "int32") throw new LoomDtypeError(`[embedding] expected indices of dtype int64 or int32, got ${input.dtype}`);
   if (weight.ndim !== 2) throw new LoomShapeError(`[embedding] weight must be 2-D, got ${fmtShape(weight.shape)}`);
-  let out = weight.index_select(0, input.flatten()).reshape([...input.shape, weight.shape[1]!]);
+  // an index outside [0, num_embeddings) raises `[embedding] index ... out of bounds` (no wrap)
+  let out = weight._apply(OPS.index_select, [input.flatten()], { dim: 0, caller: "embedding" }).reshape([...input.shape, weight.shape[1]!]);
   if (padding_idx !== undefined && padding_idx !== null) {
     const p = padding_idx < 0 ? padding_idx + weight.shape[0]! : padding_idx;
     // same values, but the padding rows' values come from a detached copy: no gradient to them
@@ -148,10 +158,13 @@ export function cross_entropy<S extends TensorOps<S>>(input: S, target: S, opts:
     throw new LoomShapeError(`[cross_entropy] expected target of shape ${fmtShape(want)} for input ${fmtShape(input.shape)}, got ${fmtShape(target.shape)}`);
   }
   const valid = target.ne(ignore_index);
+  // only ignored targets become 0; any other target outside [0, C) (-1 included) makes the gather
+  // raise PyTorch's "Target -1 is out of bounds." (eagerly now, lazily when realized)
   const safe = target.where(valid, 0).to("int64");
-  const nll = logp.gather(cdim, safe.unsqueeze(cdim)).squeeze(cdim).neg();
+  const picked = { dim: cdim, caller: "cross_entropy" } as const;
+  const nll = logp._apply(OPS.gather, [safe.unsqueeze(cdim)], picked).squeeze(cdim).neg();
   let w = valid.to(input.dtype);
-  if (weight) w = w.mul(weight.index_select(0, safe.flatten()).reshape(safe.shape as number[]));
+  if (weight) w = w.mul(weight._apply(OPS.index_select, [safe.flatten()], { ...picked, dim: 0 }).reshape(safe.shape as number[]));
   const loss = nll.mul(w);
   // label smoothing: the (weighted) mean over classes of -log p, on the non-ignored targets
   const smooth = label_smoothing > 0 ? (wview ? logp.mul(wview) : logp).sum(cdim).neg().mul(valid.to(input.dtype)) : null;
@@ -226,22 +239,23 @@ export function scaled_dot_product_attention<S extends TensorOps<S>>(q: S, k: S,
 /**
  * One-hot encoding (torch.nn.functional.one_hot): int64 [..., num_classes].
  * num_classes -1 infers max + 1 (this reads the values, so a lazy input is realized).
+ * @throws LoomValueError for a value outside [0, num_classes): eagerly now, for a lazy input when
+ *   the result is realized or read
  */
 export function one_hot<S extends TensorOps<S>>(x: S, num_classes = -1): S {
   if (x.dtype !== "int64" && x.dtype !== "int32") throw new LoomDtypeError(`[one_hot] is only applicable to index tensors, got ${x.dtype}`);
   let C = num_classes;
-  if (C === -1 || !x.isLazy) {
+  if (C === -1) {
     const vals = x.dataSync();
-    const mx = vals.reduce((m, v) => Math.max(m, v), -1);
-    const mn = vals.reduce((m, v) => Math.min(m, v), 0);
-    if (mn < 0) throw new LoomValueError("[one_hot] class values must be non-negative");
-    if (C === -1) C = mx + 1;
-    else if (mx >= C) throw new LoomValueError(`[one_hot] class values must be smaller than num_classes (${C}), got ${mx}`);
+    if (vals.some((v) => v < 0)) throw new LoomValueError("[one_hot] class values must be non-negative");
+    C = vals.reduce((m, v) => Math.max(m, v), -1) + 1;
   }
   const classes = x._constant(fromValues("int64", [C], Array.from({ length: C }, (_, i) => i)));
-  return x.unsqueeze(-1).eq(classes).to("int64");
+  // With a given num_classes the values go through index_select over 0..C-1 (the identity on valid
+  // values), whose bounds check raises the errors above without reading the values back here.
+  const checked = num_classes === -1 ? x : classes._apply(OPS.index_select, [x.flatten()], { dim: 0, caller: "one_hot" }).reshape(x.shape);
+  return checked.unsqueeze(-1).eq(classes).to("int64");
 }
-
 
 /**
  * LoRA linear, y = x Wᵀ + b + scaling · (x Aᵀ) Bᵀ, as the fused `lora_linear` op

@@ -6,14 +6,15 @@
 import { set_grad_materializer } from "../autograd/engine.ts";
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { Node, toDot } from "../graph/node.ts";
-import type { OpDef } from "../graph/op.ts";
+import type { OpDef, ViewOp } from "../graph/op.ts";
 import type { CompiledPlan } from "../scheduler/plan.ts";
 import { planFor, realize } from "../scheduler/realize.ts";
 import type { DType } from "../tensor/dtype.ts";
+import { contiguousStrides } from "../tensor/shape.ts";
 import type { TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 import { TensorOps } from "./surface.ts";
-import { Tensor } from "./tensor.ts";
+import { checkView, Tensor } from "./tensor.ts";
 
 // ---- eager storage read by pending lazy graphs: copy on write ------------------------------------
 // A lazy graph reads its eager inputs when it is realized. Realized plans keep only their roots
@@ -54,6 +55,30 @@ export function beforeWrite(storage: TensorData["data"]): void {
   }
 }
 
+/**
+ * The strides `n` will have when realized, or null when they are contiguous (the common case, found
+ * without work: an op result). A chain of views (permute, expand, slice, reshape) over a realized
+ * buffer or an op result has the strides the views compute from that buffer's real strides, or from
+ * contiguous ones; a reshape the strides cannot express copies, so it is contiguous.
+ */
+function layoutStrides(n: Node): readonly number[] | null {
+  const chain: Node[] = [];
+  let base = n;
+  while (!base.realized && base.op?.kind === "view") {
+    chain.push(base);
+    base = base.inputs[0]!;
+  }
+  if (!base.realized && chain.length === 0) return null;
+  const dense = (m: Node): TensorData => ({ dtype: m.dtype, shape: m.shape, strides: contiguousStrides(m.shape), offset: 0, data: NO_DATA });
+  let t = base.realized ?? dense(base);
+  for (let i = chain.length - 1; i >= 0; i--) {
+    const v = chain[i]!;
+    t = (v.op as ViewOp<unknown>).ref(t, v.attrs) ?? dense(v);
+  }
+  return t.strides;
+}
+const NO_DATA = new Float64Array(0);
+
 export class LazyTensor extends TensorOps<LazyTensor> {
   readonly isLazy = true;
 
@@ -85,14 +110,28 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     realize([this.node], backendFor(this.device), this.device);
     return this.node.realized!;
   }
+  /** Same node, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): LazyTensor {
-    return new LazyTensor(this.node, this.device);
+    const t = new LazyTensor(this.node, this.device);
+    t._vc = this._version_counter();
+    return t;
   }
   lazy(): LazyTensor {
     return this;
   }
+  /** torch.view's check, made at record time as the eager tensor makes it (see layoutStrides). */
+  protected override _checkView(shape: readonly number[]): void {
+    const strides = layoutStrides(this.node);
+    if (strides) checkView(this.shape, strides, shape);
+  }
+  /**
+   * In place, lazily: rebind to the new value. It counts as a write of this tensor (a saved
+   * `this` is outdated), with a counter of its own from now on: the tensors that shared the old
+   * one (views, the eager source of `lazy()`) keep their values, so their saved copies stay valid.
+   */
   protected _assign(src: LazyTensor): void {
     this.node = src.node;
+    this._vc = { v: this._version + 1 };
   }
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {
@@ -107,6 +146,7 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    */
   eval(): Tensor {
     const t = new Tensor(this._data(), this.device);
+    t._vc = this._version_counter(); // t shares the realized storage: a write to t outdates this
     if (this.requires_grad && is_grad_enabled()) {
       t.grad_fn = { name: "eval", inputs: [this as never], apply: (g) => [(g as Tensor).lazy() as never], released: false };
       t.requires_grad = true;

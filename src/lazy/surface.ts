@@ -4,8 +4,10 @@
  * records a node (tinygrad's mixin idea). Shape and dtype inference, argument checks and autograd
  * recording happen here, so eager and lazy tensors fail the same way at the same moment.
  */
-import { runBackward, type AutogradTensor, type BackwardOptions, type GradFnNode } from "../autograd/engine.ts";
-import { is_grad_enabled } from "../autograd/grad_mode.ts";
+import {
+  backward_state, check_saved, runBackward, saved_versions, type AutogradTensor, type BackwardOptions, type GradFnNode,
+} from "../autograd/engine.ts";
+import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
 import {
@@ -20,7 +22,8 @@ import {
 import { fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
 import { backendFor, moveData } from "./device.ts";
 import { formatTensor } from "./format.ts";
-import { parseIndex, type IndexItem } from "./indexing.ts";
+import { indexPut, indexPutItems, valueShape } from "./index_put.ts";
+import { applyIndex, planIndex, type IndexItem, type IndexList, type IndexTensor } from "./indexing.ts";
 
 export type Scalar = number | boolean;
 export type DimArg = number | readonly number[] | null | undefined;
@@ -40,6 +43,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   grad_fn: GradFnNode<Self> | null = null;
   _retains_grad = false;
   private _requires_grad = false;
+  /**
+   * The version counter, one per storage: views, detach(), Parameter, `lazy()` of an eager tensor
+   * and `eval()` of a lazy one share it, so a write through any of them is seen by all (torch's
+   * VariableVersion). Null until first shared or written (version 0): most tensors never are. A
+   * small object, not the tensor it came from, so sharing it keeps no graph alive.
+   */
+  _vc: { v: number } | null = null;
 
   /** Run (eager) or record (lazy) an op whose output shape/dtype are already inferred. */
   protected abstract _make(op: OpDef, inputs: readonly Self[], attrs: unknown, shape: number[], dtype: DType): Self;
@@ -82,9 +92,36 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this;
   }
 
-  /** Attach autograd history to an op output. */
+  /** `out` with a zero gradient to each of `inputs` that requires grad (rounding ops, counts). */
+  protected _zeroGrad(out: Self, inputs: readonly Self[], name: string): Self {
+    if (is_grad_enabled() && isFloating(out.dtype) && inputs.some((i) => i.requires_grad)) {
+      this._record(out, name, inputs, () => inputs.map((i) => (i.requires_grad ? i.detach().zeros_like() : null)));
+    }
+    return out;
+  }
+  /**
+   * How many times this tensor's storage was written in place (torch.Tensor._version): 0 when
+   * made, +1 per in-place op (copy_, add_, ..., an optimizer step) through it or any tensor
+   * sharing its counter. Backward refuses to use a saved tensor whose version changed.
+   */
+  get _version(): number {
+    return this._vc === null ? 0 : this._vc.v;
+  }
+  /** Count an in-place write to this tensor's storage (torch.autograd.graph.increment_version). */
+  _increment_version(): void {
+    (this._vc ??= { v: 0 }).v++;
+  }
+  /** This tensor's version counter, made on first use, for a tensor that shares the storage. */
+  _version_counter(): { v: number } {
+    return (this._vc ??= { v: 0 });
+  }
+
+  /**
+   * Attach autograd history to an op output. The versions of `inputs` and `out` are recorded:
+   * when `apply` uses one of them as an operand during backward, it must be unmodified.
+   */
   protected _record(out: Self, name: string, inputs: readonly Self[], apply: (g: Self) => (Self | null)[]): void {
-    out.grad_fn = { name, inputs, apply, released: false };
+    out.grad_fn = { name, inputs, apply, released: false, output: out, versions: saved_versions(inputs, out) };
     out._requires_grad = true;
   }
 
@@ -95,6 +132,11 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    */
   _apply<A>(opdef: OpDef<A>, rest: readonly Self[], attrs: A): Self {
     const op = opdef as OpDef<any>;
+    const running = backward_state.fn; // a gradient rule is running: its saved operands must be unmodified
+    if (running !== null) {
+      check_saved(running, this as unknown as Self);
+      for (const r of rest) check_saved(running, r);
+    }
     if (rest.some((r) => r.isLazy !== this.isLazy)) {
       const lifted = [this, ...rest].map((t) => (t.isLazy ? t : t.lazy()));
       return lifted[0]!._apply(op, lifted.slice(1), attrs) as unknown as Self;
@@ -103,6 +145,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const shape = op.shape(inputs, attrs);
     const dtype = op.dtype(inputs, attrs);
     const out = this._make(op, inputs, attrs, shape, dtype);
+    if (op.kind === "view" && this._viewAliases(op, out)) out._vc = this._version_counter();
     if (op.grad && is_grad_enabled() && isFloating(dtype) && inputs.some((i) => i.requires_grad)) {
       const grad = op.grad;
       const needs = inputs.map((i) => i.requires_grad);
@@ -165,17 +208,31 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   mul(o: Self | Scalar): Self {
     return this._bin(OPS.mul, o);
   }
-  /** True division; `rounding_mode` "floor" or "trunc" keeps integer dtypes (torch.div). */
+  /**
+   * True division; `rounding_mode` "floor" or "trunc" keeps integer dtypes and has a zero
+   * gradient (torch.div).
+   * @throws LoomValueError for integer division by zero ("ZeroDivisionError", as torch)
+   */
   div(o: Self | Scalar, opts?: { rounding_mode?: "floor" | "trunc" | null }): Self {
     const m = opts?.rounding_mode;
-    if (m === "floor") return this.floor_divide(o);
-    if (m === "trunc") {
-      const q = this._bin(OPS.div, o);
-      const t = q.sign().mul(q.abs().floor());
-      const d = this._apply(OPS.floor_divide, [this._wrap(o)], {}).dtype;
-      return t.to(d);
-    }
-    return this._bin(OPS.div, o);
+    if (!m) return this._bin(OPS.div, o);
+    const other = this._wrap(o);
+    const inputs = [this as unknown as Self, other];
+    // the rounded quotient is computed without history; torch's derivative is zero for both modes
+    const r = no_grad(() => {
+      if (m === "floor") return this._bin(OPS.floor_divide, other);
+      const d = OPS.floor_divide.dtype([this, other], {});
+      if (!isFloating(d)) {
+        // integers: trunc(a / b) = floor_divide(a, b), plus 1 where the remainder is non-zero and the
+        // signs differ; floor_divide raises for b = 0 as torch does
+        const q = this._bin(OPS.floor_divide, other);
+        const fix = this._bin(OPS.remainder, other).ne(0).logical_and(this.lt(0).ne(other.lt(0)));
+        return q.add(fix.to(d));
+      }
+      const q = this._bin(OPS.div, other);
+      return q.sign().mul(q.abs().floor()).to(d);
+    });
+    return this._zeroGrad(r, inputs, "div");
   }
   floor_divide(o: Self | Scalar): Self {
     return this._bin(OPS.floor_divide, o);
@@ -245,10 +302,12 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     if ((min === undefined || min === null) && (max === undefined || max === null)) {
       throw new LoomValueError("[clamp] at least one of 'min' or 'max' must not be None");
     }
-    // min(max(x, min), max) as torch: with min > max everything becomes max; NaN stays NaN
+    // min(max(x, min), max) as torch: with min > max everything becomes max. NaN stays NaN with a
+    // zero gradient (torch's clamp_backward passes it only where min <= x <= max): the NaN is
+    // taken from a detached copy
     let r = this as unknown as Self;
-    if (min !== undefined && min !== null) r = r.where(r.ge(min).logical_or(r.isnan()), min);
-    if (max !== undefined && max !== null) r = r.where(r.le(max).logical_or(r.isnan()), max);
+    if (min !== undefined && min !== null) r = r.where(r.ge(min), r.detach().where(r.isnan(), min));
+    if (max !== undefined && max !== null) r = r.where(r.le(max), r.detach().where(r.isnan(), max));
     return r;
   }
   clip(min?: Self | number | null, max?: Self | number | null): Self {
@@ -294,11 +353,26 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const n = dims.reduce((p, d) => p * this.shape[d]!, 1);
     return this.sum(dims, keepdim).div(n);
   }
+  /**
+   * Maximum over `dim` (all dims when omitted) (torch.amax).
+   * @throws LoomValueError for an empty tensor without `dim`; LoomIndexError when a reduced dim has size 0
+   */
   amax(dim?: DimArg, keepdim = false): Self {
-    return this._apply(OPS.amax, [], { dim: normalizeDims("amax", dim, this.ndim), keepdim });
+    return this._extreme("amax", true, dim, keepdim);
   }
   amin(dim?: DimArg, keepdim = false): Self {
-    return this._apply(OPS.amin, [], { dim: normalizeDims("amin", dim, this.ndim), keepdim });
+    return this._extreme("amin", false, dim, keepdim);
+  }
+  /** amax/amin under the name `op` (amax, max...): an empty input has no identity, as in torch. */
+  private _extreme(op: string, largest: boolean, dim: DimArg, keepdim: boolean): Self {
+    if ((dim === undefined || dim === null) && this.numel() === 0) {
+      throw new LoomValueError(`[${op}] expected reduction dim to be specified for input.numel() == 0 (input shape ${fmtShape(this.shape)}); specify the reduction dim with the 'dim' argument`);
+    }
+    return this._apply(largest ? OPS.amax : OPS.amin, [], { dim: normalizeDims(op, dim, this.ndim), keepdim });
+  }
+  /** Whether reducing over `dim` folds an empty set (then amax/amin have no value). */
+  private _reducesEmpty(op: string, dim: DimArg): boolean {
+    return normalizeDims(op, dim, this.ndim).some((d) => this.shape[d] === 0);
   }
   /**
    * max(): the maximum (0-d); max(dim, keepdim): {values, indices} with the first index of each
@@ -308,7 +382,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   max(dim: number, keepdim?: boolean): { values: Self; indices: Self };
   max(other: Self): Self;
   max(arg?: number | Self, keepdim = false): Self | { values: Self; indices: Self } {
-    if (arg === undefined) return this.amax();
+    if (arg === undefined) return this._extreme("max", true, undefined, false);
     if (typeof arg !== "number") return this.maximum(arg);
     return this._extremeWithIndices(arg, keepdim, true);
   }
@@ -316,12 +390,14 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   min(dim: number, keepdim?: boolean): { values: Self; indices: Self };
   min(other: Self): Self;
   min(arg?: number | Self, keepdim = false): Self | { values: Self; indices: Self } {
-    if (arg === undefined) return this.amin();
+    if (arg === undefined) return this._extreme("min", false, undefined, false);
     if (typeof arg !== "number") return this.minimum(arg);
     return this._extremeWithIndices(arg, keepdim, false);
   }
   private _extremeWithIndices(dim: number, keepdim: boolean, largest: boolean): { values: Self; indices: Self } {
-    const d = normalizeDim(largest ? "max" : "min", dim, this.ndim);
+    const op = largest ? "max" : "min";
+    const d = normalizeDim(op, dim, this.ndim);
+    if (this.shape[d] === 0) throw new LoomIndexError(`[${op}] expected reduction dim ${d} to have non-zero size (input shape ${fmtShape(this.shape)})`);
     if (this.ndim === 0) return { values: this as unknown as Self, indices: this._constant(fromValues("int64", [], [0])) };
     const idx = largest ? this.argmax(d, true) : this.argmin(d, true);
     // values through gather so the gradient goes to the selected element only (as torch)
@@ -353,10 +429,18 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   /** log(sum(exp(x))) over `dim`, stabilized by the (detached) max (torch.logsumexp). */
   logsumexp(dim: DimArg, keepdim = false): Self {
     const dims = normalizeDims("logsumexp", dim, this.ndim);
-    const m = this.amax(dims, true).detach();
-    const safe = m.where(m.abs().lt(Infinity), 0); // all -inf rows: keep -inf, not NaN
+    const safe = this._stabilizer("logsumexp", dims);
     const r = this.sub(safe).exp().sum(dims, true).log().add(safe);
     return keepdim ? r : r.squeeze(dims);
+  }
+  /**
+   * The detached max over `dims` (keepdim) that softmax-like ops subtract, with infinite maxima
+   * replaced by 0 (an all -inf row keeps -inf, not NaN); 0 for an empty reduction (which has no max).
+   */
+  private _stabilizer(op: string, dims: readonly number[]): Self {
+    if (this._reducesEmpty(op, dims)) return this._wrap(0);
+    const m = this.amax(dims, true).detach();
+    return m.where(m.abs().lt(Infinity), 0);
   }
   /** Cumulative sum along `dim` (torch.cumsum). */
   cumsum(dim: number): Self {
@@ -364,23 +448,34 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   }
   /** True if any element is non-zero (0-d bool). */
   any(dim?: DimArg, keepdim = false): Self {
+    // an empty reduction is false (amax has no identity there): count the non-zeros instead
+    if (this._reducesEmpty("any", dim)) return this.ne(0).sum(dim, keepdim).gt(0);
     return this.ne(0).amax(dim, keepdim);
   }
+  /** True if every element is non-zero (an empty reduction is true). */
   all(dim?: DimArg, keepdim = false): Self {
+    if (this._reducesEmpty("all", dim)) return this.eq(0).sum(dim, keepdim).eq(0);
     return this.ne(0).amin(dim, keepdim);
   }
   /** softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `dim` (torch.softmax). */
   softmax(dim: number): Self {
     if (!isFloating(this.dtype)) throw new LoomDtypeError(`[softmax] expected a floating point tensor, got ${this.dtype}`);
     const d = normalizeDim("softmax", dim, this.ndim);
+    if (this.shape[d] === 0) return this.clone();
     const e = this.sub(this.amax(d, true).detach()).exp();
     return e.div(e.sum(d, true));
   }
-  /** log(softmax(x)) computed as x - logsumexp(x) (torch.log_softmax). */
+  /**
+   * log(softmax(x)) = (x - m) - log(sum(exp(x - m))) with m the (detached) max, subtracted
+   * first as torch does: x - (m + log s) would round m + log s first and lose x's low bits
+   * (logits of ±1e4 keep only ~1e-3 of precision in float32).
+   */
   log_softmax(dim: number): Self {
     if (!isFloating(this.dtype)) throw new LoomDtypeError(`[log_softmax] expected a floating point tensor, got ${this.dtype}`);
     const d = normalizeDim("log_softmax", dim, this.ndim);
-    return this.sub(this.logsumexp(d, true));
+    if (this.shape[d] === 0) return this.clone();
+    const shifted = this.sub(this._stabilizer("log_softmax", [d]));
+    return shifted.sub(shifted.exp().sum(d, true).log());
   }
 
   // ---- shape and views ----------------------------------------------------------------------
@@ -395,6 +490,13 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const s = inferShape("view", flatShapeArgs(shape), this.numel());
     this._checkView(s);
     return this.reshape(s);
+  }
+  /**
+   * Whether `out`, this tensor viewed by `op`, shares this storage (and so its version counter).
+   * Lazy views always do (a lazy reshape's strides are not known yet; torch would count it).
+   */
+  protected _viewAliases(_op: OpDef, _out: Self): boolean {
+    return true;
   }
   /** Hook: eager tensors verify the view is possible without a copy. */
   protected _checkView(_shape: readonly number[]): void {}
@@ -497,12 +599,69 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this._apply(OPS.slice, [], { dim, start, end, step });
   }
   /**
-   * Python-style indexing, `x[0, 1:3, None, ..., ::2]` as `x.index(0, "1:3", null, "...", "::2")`;
-   * items may also be `{start, stop, step}`. Integer items drop their dim; steps must be positive.
-   * @throws LoomIndexError for out-of-range integers and too many indices
+   * Python-style indexing (torch's __getitem__): `x[0, 1:3, None, ..., ::2]` is
+   * `x.index(0, "1:3", null, "...", "::2")`; slices may also be `{start, stop, step}`.
+   * Basic items (integers, slices, null, "...") give a view. Advanced items: integer lists (nested
+   * too) or int64/int32 tensors of any shape, and bool masks (bool lists, bool/uint8 tensors, one
+   * dim per mask dim); they broadcast together to B, which replaces the indexed dims when they are
+   * adjacent (after integers and null are applied) and comes first otherwise, as in PyTorch. The
+   * result is a copy (index_select), differentiable; duplicate indices accumulate gradients.
+   * Index values are read when the index is recorded: a lazy index tensor or mask is realized then
+   * (a mask's result shape depends on its values); the indexed tensor stays lazy.
+   * @example x.index([0, 2], "1:") is x[[0, 2], 1:]; x.index(":", mask) is x[:, mask]
+   * @throws LoomIndexError for out-of-range indices ("[index] index 5 is out of bounds for dimension
+   *   0 with size 3"), too many indices, a mask whose shape differs from the dims it indexes, index
+   *   shapes that do not broadcast, float index tensors and any unsupported item
    */
   index(...items: IndexItem[]): Self {
-    return parseIndex(this.shape, items).apply(this as unknown as Self);
+    return applyIndex(this as unknown as Self, planIndex("index", this.shape, items));
+  }
+  /**
+   * Out-of-place indexed assignment (torch.Tensor.index_put): a copy of this with
+   * this[indices] = values, or += values with `accumulate` (duplicate indices summed; without it
+   * the last duplicate wins, as PyTorch on CPU). Differentiable in this and values.
+   * @param indices - one index tensor or list per leading dim (bool masks too); null for a whole dim
+   * @param values - broadcastable to the shape of this[indices], same dtype as this (scalars are cast)
+   * @throws LoomIndexError as index(); LoomDtypeError when values' dtype differs; LoomShapeError
+   *   when values do not broadcast
+   */
+  index_put(indices: readonly (IndexList | IndexTensor | null)[], values: Self | Scalar, accumulate = false): Self {
+    const plan = planIndex("index_put", this.shape, indexPutItems("index_put", indices));
+    return indexPut("index_put", this as unknown as Self, plan, this._putValue(values), accumulate);
+  }
+  /** In-place index_put (torch.Tensor.index_put_); a LazyTensor is rebound to the result. */
+  index_put_(indices: readonly (IndexList | IndexTensor | null)[], values: Self | Scalar, accumulate = false): this {
+    const plan = planIndex("index_put_", this.shape, indexPutItems("index_put_", indices));
+    return this._set("index_put_", (self) => indexPut("index_put_", self, plan, this._putValue(values), accumulate), false);
+  }
+  /**
+   * `x[items] = value` (torch's __setitem__): `x.set(0, "1:", [2, 0], v)` is `x[0, 1:, [2, 0]] = v`.
+   * Takes the items of index() followed by the value (a tensor broadcastable to this[items], or a
+   * scalar). Eager tensors are written in place, a LazyTensor is rebound (as copy_). With only
+   * basic items the value is converted to this dtype (copy_); with advanced items a tensor value
+   * must have this dtype (PyTorch's index_put_ rule).
+   * @throws as index(), plus LoomDtypeError / LoomShapeError for the value, LoomAutogradError on a
+   *   tensor that requires grad while grad mode is on
+   */
+  set(...args: (IndexItem | Self | Scalar)[]): this {
+    if (args.length === 0) throw new LoomValueError("[set] expects the index items followed by the value");
+    const value = args[args.length - 1] as Self | Scalar;
+    const plan = planIndex("set", this.shape, args.slice(0, -1) as IndexItem[]);
+    const v = typeof value === "object" && !plan.adv.length ? value.to(this.dtype) : this._putValue(value);
+    if (!plan.adv.length && !this.isLazy && this.device === "cpu" && !(is_grad_enabled() && v.requires_grad)) {
+      // basic items on a host tensor: write through the view (it shares this storage), O(view)
+      const view = applyIndex(this as unknown as Self, plan);
+      if (view._data().data === this._data().data) {
+        this._checkInplace("set");
+        view.copy_(v.reshape(valueShape("set", v.shape, view.shape)));
+        return this;
+      }
+    }
+    return this._set("set", (self) => indexPut("set", self, plan, v, false), false);
+  }
+  /** A value for index_put: tensors as they are, scalars as a 0-d tensor of this dtype. */
+  private _putValue(v: Self | Scalar): Self {
+    return typeof v === "object" ? v : this._wrap(v).to(this.dtype);
   }
   /** Dense row-major version: this tensor itself when already dense (eager), else a copy. */
   contiguous(): Self {
@@ -517,11 +676,20 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return false;
   }
   /**
-   * Vector p-norm over `dim` (all when omitted): (Σ|x|^p)^(1/p); p = Infinity gives max |x|
-   * (torch.linalg.vector_norm / Tensor.norm).
+   * Vector p-norm over `dim` (all when omitted): (Σ|x|^p)^(1/p); p = Infinity gives max |x|,
+   * p = -Infinity min |x|, p = 0 the number of non-zeros (torch.linalg.vector_norm / Tensor.norm).
    */
   norm(p = 2, dim?: DimArg, keepdim = false): Self {
-    if (p === Infinity) return this.abs().amax(dim, keepdim);
+    if (p === 0) {
+      // the count of non-zeros: piecewise constant, zero gradient (torch)
+      const r = no_grad(() => this.ne(0).to(this.dtype).sum(dim, keepdim));
+      return this._zeroGrad(r, [this as unknown as Self], "norm");
+    }
+    if (p === Infinity || p === -Infinity) {
+      // max |x| / min |x|; over an empty set the norm is 0 (torch), which the sum gives
+      if (this._reducesEmpty("norm", dim)) return this.abs().sum(dim, keepdim);
+      return p > 0 ? this.abs().amax(dim, keepdim) : this.abs().amin(dim, keepdim);
+    }
     if (p === 2) return this.mul(this as unknown as Self).sum(dim, keepdim).sqrt();
     if (p === 1) return this.abs().sum(dim, keepdim);
     return this.abs().pow(p).sum(dim, keepdim).pow(1 / p);
@@ -670,24 +838,36 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * @throws LoomAutogradError on a tensor that requires grad while grad mode is on
    */
   copy_(src: Self | Scalar): this {
-    return this._set("copy_", () => (typeof src === "object" ? src : this._wrap(src)), false);
+    return this._set("copy_", (self) => (typeof src === "object" ? src : self._wrap(src)), false);
   }
-  add_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("add_", () => this.add(o, opts)); }
-  sub_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("sub_", () => this.sub(o, opts)); }
-  mul_(o: Self | Scalar): this { return this._set("mul_", () => this.mul(o)); }
-  div_(o: Self | Scalar): this { return this._set("div_", () => this.div(o)); }
-  clamp_(min?: Self | number | null, max?: Self | number | null): this { return this._set("clamp_", () => this.clamp(min, max)); }
-  fill_(v: number): this { return this._set("fill_", () => this._wrap(v), false); }
-  zero_(): this { return this._set("zero_", () => this._wrap(0), false); }
-  masked_fill_(mask: Self, value: Self | Scalar): this { return this._set("masked_fill_", () => this.masked_fill(mask, value)); }
-  /** `checkCast`: refuse results that cannot be cast back to this dtype (arithmetic ops; copy_ and fill_ convert). */
-  private _set(op: string, value: () => Self, checkCast = true): this {
+  add_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("add_", (self) => self.add(o, opts)); }
+  sub_(o: Self | Scalar, opts?: { alpha?: number }): this { return this._set("sub_", (self) => self.sub(o, opts)); }
+  mul_(o: Self | Scalar): this { return this._set("mul_", (self) => self.mul(o)); }
+  div_(o: Self | Scalar): this { return this._set("div_", (self) => self.div(o)); }
+  clamp_(min?: Self | number | null, max?: Self | number | null): this { return this._set("clamp_", (self) => self.clamp(min, max)); }
+  fill_(v: number): this { return this._set("fill_", (self) => self._wrap(v), false); }
+  zero_(): this { return this._set("zero_", (self) => self._wrap(0), false); }
+  masked_fill_(mask: Self, value: Self | Scalar): this { return this._set("masked_fill_", (self) => self.masked_fill(mask, value)); }
+  /**
+   * Write `value(self)` into this (broadcast, cast). `checkCast`: refuse results that cannot be
+   * cast back to this dtype (arithmetic ops; copy_ and fill_ convert). A value of the other kind
+   * (lazy into eager, eager into lazy) is converted first. When the value requires grad (grad
+   * mode on), this becomes a non-leaf whose gradient flows to it, as torch records CopyBackwards /
+   * MulBackward on `x.mul_(y)`: the value is then computed from a snapshot of this, so the rule
+   * that saved this does not read the overwritten storage.
+   */
+  private _set(op: string, value: (self: Self) => Self, checkCast = true): this {
     this._checkInplace(op);
-    const v = value();
+    const self = this as unknown as Self;
+    let v = value(self);
+    if (v.requires_grad && is_grad_enabled()) v = value(this.isLazy ? this.detach() : no_grad(() => this.clone()));
     if (checkCast && !canCast(v.dtype, this.dtype)) {
       throw new LoomDtypeError(`[${op}] result type ${v.dtype} can't be cast to the desired output type ${this.dtype}`);
     }
-    this._assign(v.to(this.dtype).expand(this.shape as number[]));
+    let src = v.to(this.dtype).expand(this.shape as number[]);
+    if (src.isLazy !== this.isLazy) src = (this.isLazy ? src.lazy() : (src as unknown as { eval(): Self }).eval()) as Self;
+    this._assign(src);
+    if (src.requires_grad && is_grad_enabled()) this._record(self, op, [src], (g) => [g]);
     return this;
   }
 

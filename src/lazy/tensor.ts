@@ -11,6 +11,15 @@ import { backendFor } from "./device.ts";
 import { beforeWrite, LazyTensor, sourceNode } from "./lazy_tensor.ts";
 import { TensorOps } from "./surface.ts";
 
+/** torch.view's check: `strides` over `from` must express `shape` without a copy (eager and lazy). */
+export function checkView(from: readonly number[], strides: readonly number[], shape: readonly number[]): void {
+  if (!viewStrides(from, strides, shape)) {
+    throw new LoomShapeError(
+      `[view] view size ${fmtShape(shape)} is not compatible with input tensor's size ${fmtShape(from)} and stride [${strides.join(", ")}] (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.`,
+    );
+  }
+}
+
 export class Tensor extends TensorOps<Tensor> {
   readonly isLazy = false;
 
@@ -39,15 +48,18 @@ export class Tensor extends TensorOps<Tensor> {
   protected override _isDense(): boolean {
     return isDense(this._d);
   }
+  /** Same storage, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): Tensor {
-    return new Tensor(this._d, this.device);
+    const t = new Tensor(this._d, this.device);
+    t._vc = this._version_counter();
+    return t;
+  }
+  /** A view shares the storage unless reshape had to copy (strides that cannot express it). */
+  protected override _viewAliases(op: OpDef, out: Tensor): boolean {
+    return op.name !== "reshape" || viewStrides(this._d.shape, this._d.strides, out.shape) !== null;
   }
   protected override _checkView(shape: readonly number[]): void {
-    if (!viewStrides(this._d.shape, this._d.strides, shape)) {
-      throw new LoomShapeError(
-        `[view] view size ${fmtShape(shape)} is not compatible with input tensor's size ${fmtShape(this.shape)} and stride [${this._d.strides.join(", ")}] (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.`,
-      );
-    }
+    checkView(this._d.shape, this._d.strides, shape);
   }
   /**
    * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back
@@ -58,6 +70,7 @@ export class Tensor extends TensorOps<Tensor> {
     if (shape.some((s, i) => s > 1 && strides[i] === 0)) {
       throw new LoomValueError("[in-place] unsupported operation: more than one element of the written-to tensor refers to a single memory location; make it contiguous() first");
     }
+    this._increment_version(); // saved for backward before this write: backward refuses it
     if (backendFor(this.device).write?.(this._d, src._d)) return; // device memory (webgpu)
     const dst = this._d.data;
     beforeWrite(dst); // pending lazy graphs reading this buffer keep the old values
@@ -69,6 +82,7 @@ export class Tensor extends TensorOps<Tensor> {
   }
   lazy(): LazyTensor {
     const l = new LazyTensor(sourceNode(this._d, this.device), this.device);
+    l._vc = this._version_counter(); // reads this storage: a write to it outdates l
     if (this.requires_grad) l._linkTo(this);
     return l;
   }

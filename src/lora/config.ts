@@ -4,8 +4,9 @@
  * Source: https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/config.py (LoraConfig);
  * Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models" (https://arxiv.org/abs/2106.09685).
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readCheckpointFile } from "../io/index.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 
 /** File names of a PEFT adapter directory. */
@@ -96,13 +97,17 @@ export class LoraConfig implements LoraConfigFields {
   /**
    * @throws LoomValueError for r not a positive integer, lora_dropout outside [0, 1), an unknown
    *   bias or init_lora_weights, peft_type other than "LORA", layers_to_transform with a regex
-   *   target_modules, or features Loom does not implement (use_dora, modules_to_save)
+   *   target_modules, target_modules neither null, a string nor a list of strings, a
+   *   target_modules / rank_pattern / alpha_pattern regular expression that does not compile or
+   *   that Python's re would read differently (see checkRegex), or features Loom does not
+   *   implement (use_dora, modules_to_save)
    */
   constructor(fields: Partial<LoraConfigFields> & Record<string, unknown> = {}) {
     const known = new Set(Object.keys(DEFAULTS));
     const self = this as unknown as Record<string, unknown>;
     for (const k of known) self[k] = structuredClone((fields as Record<string, unknown>)[k] ?? (DEFAULTS as unknown as Record<string, unknown>)[k]);
-    for (const [k, v] of Object.entries(fields)) if (!known.has(k)) this.extra[k] = v;
+    // defineProperty: a "__proto__" field of an adapter_config.json stays a field, not extra's prototype
+    for (const [k, v] of Object.entries(fields)) if (!known.has(k)) Object.defineProperty(this.extra, k, { value: v, enumerable: true, writable: true, configurable: true });
     // PEFT stores target_modules as a set; a list is kept in its given order here.
     if (!Number.isInteger(this.r) || this.r <= 0) throw new LoomValueError(`[LoraConfig] \`r\` should be a positive integer value but the value passed is ${this.r}`);
     if (typeof this.lora_alpha !== "number" || !Number.isFinite(this.lora_alpha)) throw new LoomValueError(`[LoraConfig] lora_alpha must be a finite number, got ${String(this.lora_alpha)}`);
@@ -117,11 +122,18 @@ export class LoraConfig implements LoraConfigFields {
     if (typeof this.target_modules === "string" && this.layers_to_transform !== null) {
       throw new LoomValueError("[LoraConfig] `layers_to_transform` cannot be used when `target_modules` is a str.");
     }
-    if (Array.isArray(this.target_modules) && this.target_modules.some((t) => typeof t !== "string" || t === "")) {
-      throw new LoomValueError(`[LoraConfig] target_modules entries must be non-empty strings, got ${JSON.stringify(this.target_modules)}`);
+    const tm: unknown = this.target_modules;
+    if (tm !== null && typeof tm !== "string" && !Array.isArray(tm)) {
+      throw new LoomValueError(`[LoraConfig] target_modules must be null, a regular expression string or a list of module names, got ${JSON.stringify(tm)}`);
     }
+    if (Array.isArray(tm) && tm.some((t) => typeof t !== "string" || t === "")) {
+      throw new LoomValueError(`[LoraConfig] target_modules entries must be non-empty strings, got ${JSON.stringify(tm)}`);
+    }
+    if (typeof tm === "string") targetRegex(tm);
     for (const [name, pat] of [["rank_pattern", this.rank_pattern], ["alpha_pattern", this.alpha_pattern]] as const) {
+      if (typeof pat !== "object" || pat === null || Array.isArray(pat)) throw new LoomValueError(`[LoraConfig] ${name} must be an object of pattern -> value, got ${JSON.stringify(pat)}`);
       for (const [k, v] of Object.entries(pat)) {
+        patternRegex(name, k);
         if (typeof v !== "number" || (name === "rank_pattern" && (!Number.isInteger(v) || v <= 0))) throw new LoomValueError(`[LoraConfig] ${name}[${JSON.stringify(k)}] must be ${name === "rank_pattern" ? "a positive integer" : "a number"}, got ${JSON.stringify(v)}`);
       }
     }
@@ -156,19 +168,64 @@ export class LoraConfig implements LoraConfigFields {
     return new LoraConfig(d as Partial<LoraConfigFields>);
   }
 
-  /** Read `dir/adapter_config.json`. @throws LoomValueError if missing, not JSON, or invalid */
+  /**
+   * Read `dir/adapter_config.json`.
+   * @throws LoomValueError if missing, not JSON, or invalid; LoomFormatError if it is not a
+   *   regular file (a directory, a FIFO...) or a symlink resolving outside `dir` (links into a
+   *   Hugging Face cache's blobs/ are fine)
+   */
   static from_pretrained(dir: string): LoraConfig {
     const path = join(dir, ADAPTER_CONFIG_NAME);
-    if (!existsSync(path)) throw new LoomValueError(`[LoraConfig.from_pretrained] no ${ADAPTER_CONFIG_NAME} in ${dir}`);
+    const bytes = readCheckpointFile(dir, ADAPTER_CONFIG_NAME, "[LoraConfig.from_pretrained]");
+    if (bytes === null) throw new LoomValueError(`[LoraConfig.from_pretrained] no ${ADAPTER_CONFIG_NAME} in ${dir}`);
     let d: unknown;
     try {
-      d = JSON.parse(readFileSync(path, "utf8"));
+      d = JSON.parse(new TextDecoder().decode(bytes));
     } catch (e) {
       throw new LoomValueError(`[LoraConfig.from_pretrained] ${path} is not valid JSON: ${(e as Error).message}`);
     }
     if (typeof d !== "object" || d === null || Array.isArray(d)) throw new LoomValueError(`[LoraConfig.from_pretrained] ${path} must hold a JSON object`);
     return LoraConfig.from_dict(d as Record<string, unknown>);
   }
+}
+
+// ---- regular expressions (PEFT applies them with Python's re) ----------------------------------
+
+// Letter escapes that Python's re and JavaScript read alike. JavaScript reads any other \<letter>
+// as the plain letter, where Python means something else (\A, \Z) or raises (\c, \k, \p, \q).
+const SHARED_ESCAPES = new Set("dDwWsSbBnrtfvxu");
+
+/**
+ * Compiles `pattern` wrapped as `wrap(pattern)`, after checking that the pattern compiles on its
+ * own (so "a)|(.*" cannot break out of the wrapping and match everything) and uses no letter
+ * escape that Python would read differently.
+ * @throws LoomValueError naming the field and the pattern
+ */
+function checkRegex(field: string, pattern: string, wrap: (p: string) => string): RegExp {
+  const bad = (why: string) => new LoomValueError(`[LoraConfig] ${field} ${JSON.stringify(pattern)} ${why}`);
+  for (let i = 0; i < pattern.length; i++) {
+    if (pattern[i] !== "\\") continue;
+    const c = pattern[++i] ?? "";
+    const hex = c === "x" ? 2 : c === "u" ? 4 : 0; // Python needs exactly these digits; JavaScript falls back to the letter
+    const ok = !/[A-Za-z]/.test(c) || (SHARED_ESCAPES.has(c) && new RegExp(`^[0-9A-Fa-f]{${hex}}`).test(pattern.slice(i + 1)));
+    if (!ok) throw bad(`uses \\${c}, which Python's re (PEFT) and JavaScript read differently; write it another way`);
+  }
+  try {
+    new RegExp(pattern);
+    return new RegExp(wrap(pattern));
+  } catch (e) {
+    throw bad(`does not compile as a JavaScript regular expression (${(e as Error).message})`);
+  }
+}
+
+// re.fullmatch(target_modules, key)
+function targetRegex(pattern: string): RegExp {
+  return checkRegex("target_modules", pattern, (p) => `^(?:${p})$`);
+}
+
+// PEFT get_pattern_key: re.match(rf"(.*\.)?{p}$", key)
+function patternRegex(field: string, pattern: string): RegExp {
+  return checkRegex(`${field} key`, pattern, (p) => `^(.*\\.)?${p}$`);
 }
 
 // ---- target matching (PEFT tuners_utils.check_target_module_exists) ----------------------------
@@ -185,7 +242,7 @@ function escapeRe(s: string): string {
  * the block index after the layers_pattern name (e.g. "h.3.") must also be listed.
  */
 export function check_target_module_exists(config: LoraConfig, key: string, target_modules: string[] | string = config.target_modules ?? []): boolean {
-  if (typeof target_modules === "string") return new RegExp(`^(?:${target_modules})$`).test(key);
+  if (typeof target_modules === "string") return targetRegex(target_modules).test(key);
   const found = target_modules.includes(key) || target_modules.some((t) => key.endsWith(`.${t}`));
   if (!found || config.layers_to_transform === null) return found;
   const wanted = typeof config.layers_to_transform === "number" ? [config.layers_to_transform] : config.layers_to_transform;
@@ -201,6 +258,6 @@ export function check_target_module_exists(config: LoraConfig, key: string, targ
  * `key` matching `(.*\.)?p$` (PEFT's get_pattern_key), else `fallback`.
  */
 export function pattern_value(pattern: Record<string, number>, key: string, fallback: number): number {
-  for (const [p, v] of Object.entries(pattern)) if (new RegExp(`^(.*\\.)?${p}$`).test(key)) return v;
+  for (const [p, v] of Object.entries(pattern)) if (patternRegex("pattern", p).test(key)) return v;
   return fallback;
 }

@@ -11,10 +11,10 @@
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { load_file, save_file, type TensorLike } from "../io/index.ts";
+import { load_file, resolveCheckpointFile, save_file, type TensorLike } from "../io/index.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import type { Module } from "../nn/module.ts";
-import { LoomValueError, fmtShape } from "../tensor/errors.ts";
+import { LoomFormatError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, LoraConfig } from "./config.ts";
 import {
   type InjectOptions, adapter_names, delete_adapter, has_adapter, inject_adapter_in_model, lora_layers, peft_config, unload, unwrap,
@@ -69,7 +69,8 @@ export function set_peft_model_state_dict(model: Module, state: ReadonlyMap<stri
   const seen = new Set<string>();
   for (const [key, t] of state) {
     const k = key.startsWith(PEFT_PREFIX) ? key.slice(PEFT_PREFIX.length) : key;
-    const dst = want.get(k) ?? (k.includes("lora_") ? undefined : own[k]);
+    // hasOwn: a key such as "constructor" or "__proto__" must not find Object.prototype's members
+    const dst = want.get(k) ?? (k.includes("lora_") || !Object.hasOwn(own, k) ? undefined : own[k]);
     if (!dst) {
       errors.push(`unexpected key "${key}" (no such LoRA weight or parameter for adapter "${adapter_name}")`);
       continue;
@@ -128,11 +129,14 @@ export interface LoadAdapterOptions extends InjectOptions {
  * On an error the model is left as it was (an adapter this call injected is removed again).
  * @returns the adapter's config
  * @throws LoomValueError for missing files, an invalid config, or weights that do not fit
- *   (see set_peft_model_state_dict); LoomFormatError for a malformed safetensors file
+ *   (see set_peft_model_state_dict); LoomFormatError for a malformed safetensors file, or an
+ *   adapter file that is not a regular file or is a symlink resolving outside `dir` (or outside
+ *   the models--* folder of a Hugging Face cache snapshot)
  */
 export function load_adapter(model: Module, dir: string, adapter_name = "default", opts: LoadAdapterOptions = {}): LoraConfig {
-  const file = join(dir, ADAPTER_WEIGHTS_NAME);
-  if (!existsSync(file)) throw new LoomValueError(`[load_adapter] no ${ADAPTER_WEIGHTS_NAME} in ${dir}`);
+  // a regular file (load_file refuses a directory or FIFO) inside dir or its Hugging Face cache folder
+  const file = resolveCheckpointFile(dir, ADAPTER_WEIGHTS_NAME, (reason) => new LoomFormatError(`[load_adapter] ${join(dir, ADAPTER_WEIGHTS_NAME)}: ${reason}`));
+  if (file === null) throw new LoomValueError(`[load_adapter] no ${ADAPTER_WEIGHTS_NAME} in ${dir}`);
   if (!existsSync(join(dir, ADAPTER_CONFIG_NAME))) throw new LoomValueError(`[load_adapter] no ${ADAPTER_CONFIG_NAME} in ${dir}`);
   const config = LoraConfig.from_pretrained(dir).replace({ inference_mode: !opts.is_trainable });
   const injected = !has_adapter(model, adapter_name);

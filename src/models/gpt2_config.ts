@@ -4,8 +4,9 @@
  * loads here and one written here loads in transformers.
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/models/gpt2/configuration_gpt2.py
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readCheckpointFile } from "../io/index.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 
 /** The activations GPT-2 configs name (transformers ACT2FN keys Loom supports). */
@@ -169,13 +170,18 @@ export class GPT2Config implements GPT2ConfigFields {
     writeFileSync(join(dir, CONFIG_NAME), this.to_json_string());
   }
 
-  /** Read `dir/config.json`. @throws LoomValueError if it is missing or not a JSON object */
+  /**
+   * Read `dir/config.json`. @throws LoomValueError if it is missing or not a JSON object;
+   * LoomFormatError if it is not a regular file or a symlink resolving outside `dir`
+   */
   static from_pretrained(dir: string): GPT2Config {
     const path = join(dir, CONFIG_NAME);
-    if (!existsSync(path)) throw new LoomValueError(`[GPT2Config.from_pretrained] no ${CONFIG_NAME} in ${dir}`);
+    // LoomFormatError for a directory, FIFO or escaping symlink (HF cache links into blobs/ are fine)
+    const bytes = readCheckpointFile(dir, CONFIG_NAME, "[GPT2Config.from_pretrained]");
+    if (bytes === null) throw new LoomValueError(`[GPT2Config.from_pretrained] no ${CONFIG_NAME} in ${dir}`);
     let d: unknown;
     try {
-      d = JSON.parse(readFileSync(path, "utf8"));
+      d = JSON.parse(new TextDecoder().decode(bytes));
     } catch (e) {
       throw new LoomValueError(`[GPT2Config.from_pretrained] ${path} is not valid JSON: ${(e as Error).message}`);
     }

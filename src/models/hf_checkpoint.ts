@@ -7,10 +7,12 @@
  *   causal-mask buffers) are skipped;
  * - tied weights (`lm_head.weight`) may be absent from the file, and are not written on save.
  * Shards are read one at a time (loom.io ShardedCheckpoint), so peak memory is one shard.
+ * The Hugging Face cache layout loads as it is: a `models--org--name/snapshots/<rev>/` directory
+ * whose files link into `../../blobs/`.
  * Source: transformers modeling_utils.PreTrainedModel.from_pretrained / save_pretrained.
  */
 import { SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, open_sharded, save_sharded, type TensorLike } from "../io/index.ts";
-import { existsSync } from "node:fs";
+import { lstatSync } from "node:fs";
 import { join } from "node:path";
 import type { Tensor } from "../lazy/tensor.ts";
 import { tensor_from_io, tensor_to_io } from "../lora/tensor_io.ts";
@@ -33,10 +35,21 @@ export interface LoadCheckpointOptions {
  * @returns the missing and unexpected keys that were tolerated (strict = false) or allowed
  * @throws LoomValueError naming missing/unexpected keys (strict), shape mismatches, or a
  *   directory without model.safetensors / model.safetensors.index.json; LoomFormatError for a
- *   malformed file (see loom.io)
+ *   malformed file, a file that is not a regular file (a directory, a FIFO), or a symlink that
+ *   resolves outside `dir` (a Hugging Face cache snapshot may link into its models--* folder)
+ *   or to nothing (see loom.io ShardedCheckpoint)
  */
 export function load_checkpoint(model: Module, dir: string, opts: LoadCheckpointOptions = {}): IncompatibleKeys {
-  if (!existsSync(join(dir, SAFE_WEIGHTS_NAME)) && !existsSync(join(dir, SAFE_WEIGHTS_INDEX_NAME))) {
+  // lstat, not existsSync: a dangling link (an unfinished Hugging Face cache download) is named as such by open_sharded
+  const exists = (name: string) => {
+    try {
+      lstatSync(join(dir, name));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!exists(SAFE_WEIGHTS_NAME) && !exists(SAFE_WEIGHTS_INDEX_NAME)) {
     throw new LoomValueError(`[from_pretrained] ${dir} holds neither ${SAFE_WEIGHTS_NAME} nor ${SAFE_WEIGHTS_INDEX_NAME}`);
   }
   const ckpt = open_sharded(dir);

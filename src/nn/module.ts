@@ -268,7 +268,8 @@ export class Module {
     const given = state_dict instanceof Map ? state_dict : new Map(Object.entries(state_dict));
     const own = this.state_dict({ keep_vars: true });
     const missing_keys = Object.keys(own).filter((k) => !given.has(k));
-    const unexpected_keys = [...given.keys()].filter((k) => !(k in own));
+    // hasOwn, not `in`: "__proto__", "toString"... are inherited by every object, not keys of this module
+    const unexpected_keys = [...given.keys()].filter((k) => !Object.hasOwn(own, k));
     const errors: string[] = [];
     if (strict) {
       if (missing_keys.length) errors.push(`Missing key(s) in state_dict: ${missing_keys.map((k) => `"${k}"`).join(", ")}.`);

@@ -17,6 +17,7 @@ export class Parameter extends Tensor {
     const t = data instanceof Tensor ? data : data.eval();
     if (!(t instanceof Tensor)) throw new LoomValueError("[Parameter] data must be a Tensor");
     super(t._d, t.device);
+    this._vc = t._version_counter(); // same storage, same version counter (torch)
     if (requires_grad) this.requires_grad = true;
   }
 

@@ -91,7 +91,11 @@ export class Adam extends Optimizer<AdamHyperparams> {
       if (fused) {
         // p, m, v are written in place: pending lazy graphs reading host buffers keep the old values
         if (p.device === "cpu") for (const t of [p, exp_avg, exp_avg_sq]) beforeWrite(t._d.data);
-        if (fused.call(backendFor(p.device), { p: p._d, g: g._d, m: exp_avg._d, v: exp_avg_sq._d, lr, beta1, beta2, eps, weight_decay, step, maximize })) continue;
+        if (fused.call(backendFor(p.device), { p: p._d, g: g._d, m: exp_avg._d, v: exp_avg_sq._d, lr, beta1, beta2, eps, weight_decay, step, maximize })) {
+          // one in-place write each, as the op path's add_/mul_ count theirs: graphs saved before are outdated
+          for (const t of [p, exp_avg, exp_avg_sq]) t._increment_version();
+          continue;
+        }
       }
       if (decoupled) p.mul_(1 - lr * weight_decay);
       else if (weight_decay !== 0) grad = grad.add(p, { alpha: weight_decay });

@@ -195,3 +195,35 @@ describe("known issue", () => {
     expect(a.tolist()).toEqual([3, 5]);
   });
 });
+
+// Values from torch 1.13:
+//   x = tensor([1.,2,3]); y = tensor([2.,2,2], requires_grad=True); x.mul_(y); x.sum().backward()
+//   -> x.grad_fn MulBackward0, y.grad [1, 2, 3] (the ORIGINAL x, not the overwritten one)
+//   x.copy_(y * 3); x.sum().backward() -> y.grad [3, 3, 3]
+describe.each(MODES)("%s: an in-place write of a value that requires grad", (_mode, lift) => {
+  test("x.mul_(y): x becomes a non-leaf and y gets d(x·y)/dy = the original x", () => {
+    const x = lift(f32([1, 2, 3]));
+    const y = f32([2, 2, 2]).requires_grad_();
+    x.mul_(lift(y));
+    expect(x.requires_grad).toBe(true);
+    expect(x.is_leaf).toBe(false);
+    expect(x.tolist()).toEqual([2, 4, 6]);
+    x.sum().backward();
+    expect(y.grad!.tolist()).toEqual([1, 2, 3]);
+  });
+  test("x.copy_(y * 3) passes the gradient on (torch: CopyBackwards)", () => {
+    const x = lift(zeros(3));
+    const y = f32([1, 1, 1]).requires_grad_();
+    x.copy_(lift(y).mul(3));
+    x.sum().backward();
+    expect(y.grad!.tolist()).toEqual([3, 3, 3]);
+  });
+});
+
+test("an eager tensor written from a lazy value realizes it (was a raw TypeError)", () => {
+  const x = f32([0, 0, 0]);
+  x.copy_(f32([1, 2, 3]).lazy().mul(2) as never);
+  expect(x.tolist()).toEqual([2, 4, 6]);
+  x.add_(f32([1, 1, 1]).lazy() as never);
+  expect(x.tolist()).toEqual([3, 5, 7]);
+});

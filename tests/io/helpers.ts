@@ -37,3 +37,32 @@ export function thrown(fn: () => unknown): Error {
   }
   throw new Error("expected an error, none was thrown");
 }
+
+/**
+ * Runs `code` (a module body; import with absolute paths, see srcPath) in a fresh bun process,
+ * for calls that could block forever, such as opening a FIFO: a hang then fails the test after
+ * `timeout_ms` instead of hanging the whole run.
+ * @returns the child's stdout, trimmed
+ */
+export function runIsolated(code: string, timeout_ms = 20_000): string {
+  const r = Bun.spawnSync({ cmd: [process.execPath, "-e", code], timeout: timeout_ms, stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) {
+    throw new Error(`child process ${r.exitCode === null ? `killed (${r.signalCode}) after ${timeout_ms} ms: it hung` : `exited with ${r.exitCode}`}\n${r.stderr.toString()}`);
+  }
+  return r.stdout.toString().trim();
+}
+
+/** Absolute path of a file under src/, for runIsolated's imports. */
+export function srcPath(rel: string): string {
+  return join(import.meta.dir, "../../src", rel);
+}
+
+/**
+ * Module-body text that runs each probe and prints `[[label, error name, message], ...]` as JSON
+ * ("none" and "" when a probe does not throw). `probes` is `label: "expression"` pairs.
+ */
+export function probeScript(imports: string, probes: Readonly<Record<string, string>>): string {
+  const calls = Object.entries(probes).map(([label, expr]) =>
+    `try { ${expr}; out.push([${JSON.stringify(label)}, "none", ""]); } catch (e) { out.push([${JSON.stringify(label)}, e.name, e.message]); }`);
+  return `${imports}\nconst out = [];\n${calls.join("\n")}\nconsole.log(JSON.stringify(out));\n`;
+}

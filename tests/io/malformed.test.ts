@@ -140,6 +140,51 @@ describe("layout of the data buffer", () => {
   });
 });
 
+describe("repeated keys (JSON.parse would silently keep the last one)", () => {
+  const F32 = '"dtype":"F32","shape":[4],"data_offsets":[0,16]';
+  const I32 = '"dtype":"I32","shape":[4],"data_offsets":[0,16]';
+
+  test("a tensor name twice: the same bytes as F32 and as I32", () => {
+    const bytes = build(`{"a":{${F32}},"a":{${I32}}}`, F32x4);
+    expectFormatError(bytes, 'tensor "a": appears twice in the header; every key must be unique');
+    expect(thrown(() => read_header(bytes)).message).toBe('[safetensors] tensor "a": appears twice in the header; every key must be unique');
+  });
+
+  test("a tensor name twice with different ranges (the reference then fails on the first one's hole)", () => {
+    const h = '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}';
+    expectFormatError(build(h, F32x4), 'tensor "a": appears twice in the header');
+  });
+
+  test("a field twice inside one entry (serde: duplicate field), also when spelled with an escape", () => {
+    expectFormatError(build(`{"w":{"dtype":"F32",${I32}}}`, F32x4), 'tensor "w": duplicate field "dtype"');
+    expectFormatError(build(`{"w":{"d\\u0074ype":"F32",${I32}}}`, F32x4), 'tensor "w": duplicate field "dtype"');
+    expectFormatError(build(`{"w":{${F32},"shape":[2,2]}}`, F32x4), 'tensor "w": duplicate field "shape"');
+  });
+
+  test("__metadata__ twice, a metadata key twice, a key repeated deeper", () => {
+    expectFormatError(build(`{"__metadata__":{},"__metadata__":{"k":"v"},"w":{${F32}}}`, F32x4), "__metadata__: appears twice in the header");
+    expectFormatError(build(`{"__metadata__":{"k":"v","k":"w"},"w":{${F32}}}`, F32x4), '__metadata__: duplicate key "k"');
+    expectFormatError(build('{"w":{"dtype":"F32","shape":[{"a":1,"a":2}],"data_offsets":[0,16]}}', F32x4), 'header: duplicate key "a" in ["w"]["shape"][0]');
+  });
+
+  test("on disk, read_header_file and load_file name the file", () => {
+    const path = join(tempDir(), "dup.safetensors");
+    writeFileSync(path, build(`{"a":{${F32}},"a":{${I32}}}`, F32x4));
+    for (const fn of [() => load_file(path), () => read_header_file(path)]) {
+      const e = thrown(fn);
+      expect(e).toBeInstanceOf(LoomFormatError);
+      expect(e.message).toBe(`[safetensors] ${path}: tensor "a": appears twice in the header; every key must be unique`);
+    }
+  });
+
+  test("empty tensors may share an offset, as in the reference's validate (each begins where the last ended)", () => {
+    const h = { e1: entry("F32", [0], [0, 0]), e2: entry("I32", [0, 3], [0, 0]), w: entry("F32", [4], [0, 16]) };
+    const { tensors } = load(build(h, F32x4));
+    expect([...tensors.keys()]).toEqual(["e1", "e2", "w"]);
+    expect(Array.from(tensors.get("w")!.data)).toEqual([1, 2, 3, 4]);
+  });
+});
+
 describe("data values", () => {
   test.each([
     [2n ** 53n + 1n, "9007199254740993"],

@@ -4,7 +4,8 @@
  * files are refused with the offending keys named.
  */
 import { describe, expect, test } from "bun:test";
-import { readFileSync, readdirSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { no_grad } from "../../src/autograd/grad_mode.ts";
 import { randn } from "../../src/lazy/creation.ts";
@@ -15,8 +16,9 @@ import { lora_layers, peft_config, add_adapter, set_adapter } from "../../src/lo
 import { PeftModel, get_peft_model } from "../../src/lora/peft_model.ts";
 import { get_peft_model_state_dict, load_adapter, save_adapter } from "../../src/lora/save_load.ts";
 import { Generator } from "../../src/tensor/rng.ts";
-import { LoomValueError } from "../../src/tensor/errors.ts";
-import { TINY, TINY_ADAPTER, expectBitwise, ids, tmp } from "../models/helpers.ts";
+import { LoomFormatError, LoomValueError } from "../../src/tensor/errors.ts";
+import { probeScript, runIsolated, srcPath } from "../io/helpers.ts";
+import { REF, TINY, TINY_ADAPTER, expectBitwise, expectClose, ids, tmp } from "../models/helpers.ts";
 
 function trainedLike(seed: number, config: LoraConfig, adapter = "default") {
   const model = GPT2LMHeadModel.from_pretrained(TINY);
@@ -156,6 +158,112 @@ describe("save_adapter / load_adapter (PEFT format)", () => {
     rmSync(file);
     expect(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), dir)).toThrow(/no adapter_model.safetensors/);
     rmSync(dir, { recursive: true });
+  });
+});
+
+describe("untrusted adapter files", () => {
+  function errorOf(fn: () => unknown): Error {
+    try {
+      fn();
+    } catch (e) {
+      return e as Error;
+    }
+    throw new Error("expected an error, none was thrown");
+  }
+
+  test("tensors named constructor, __proto__, toString... are unexpected keys, not Object.prototype members", () => {
+    const dir = tmp("adapter-proto");
+    const { peft } = trainedLike(5, new LoraConfig({ r: 2, target_modules: ["attn.c_attn"], fan_in_fan_out: true }));
+    save_adapter(peft, dir);
+    const file = join(dir, "adapter_model.safetensors");
+    const good = load_file(file, { copy: true }).tensors;
+    const some = good.values().next().value!;
+    for (const name of ["constructor", "__proto__", "toString", "hasOwnProperty", "base_model.model.constructor"]) {
+      save_file(new Map([...good, [name, some]]), file, { format: "pt" }); // a Map keeps "__proto__" a key
+      expect(read_header_file(file).tensors.has(name)).toBe(true);
+      const victim = GPT2LMHeadModel.from_pretrained(TINY);
+      const e = errorOf(() => load_adapter(victim, dir));
+      expect(e).toBeInstanceOf(LoomValueError);
+      expect(e.message).toBe(`[set_peft_model_state_dict] Error(s) loading adapter "default":\n\tunexpected key "${name}" (no such LoRA weight or parameter for adapter "default")`);
+      expect(lora_layers(victim)).toEqual([]); // rolled back
+    }
+    rmSync(dir, { recursive: true });
+  });
+
+  test("an invalid target_modules regex in adapter_config.json is a typed error naming it", () => {
+    const dir = tmp("adapter-regex");
+    copyFileSync(join(TINY_ADAPTER, "adapter_model.safetensors"), join(dir, "adapter_model.safetensors"));
+    const config = JSON.parse(readFileSync(join(TINY_ADAPTER, "adapter_config.json"), "utf8"));
+    writeFileSync(join(dir, "adapter_config.json"), JSON.stringify({ ...config, target_modules: "c_attn)|(.*" }));
+    const model = GPT2LMHeadModel.from_pretrained(TINY);
+    const e = errorOf(() => load_adapter(model, dir));
+    expect(e).toBeInstanceOf(LoomValueError);
+    expect(e.message).toStartWith('[LoraConfig] target_modules "c_attn)|(.*" does not compile as a JavaScript regular expression (');
+    expect(lora_layers(model)).toEqual([]);
+    rmSync(dir, { recursive: true });
+  });
+
+  test('a "__proto__" field of adapter_config.json is kept as a field, not made the prototype of extra', () => {
+    const c = LoraConfig.from_dict(JSON.parse('{"r": 4, "__proto__": {"megatron_core": "x"}}'));
+    expect(Object.hasOwn(c.extra, "__proto__")).toBe(true);
+    expect(c.extra.megatron_core).toBeUndefined();
+    expect(JSON.parse(c.to_json_string()).__proto__).toEqual({ megatron_core: "x" });
+  });
+
+  test("a directory or a FIFO named as an adapter file is refused with its path", () => {
+    const dir = tmp("adapter-dir");
+    mkdirSync(join(dir, "adapter_model.safetensors"));
+    copyFileSync(join(TINY_ADAPTER, "adapter_config.json"), join(dir, "adapter_config.json"));
+    let e = errorOf(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), dir));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[safetensors] ${join(dir, "adapter_model.safetensors")}: file: is a directory, expected a regular file`);
+    const cdir = tmp("adapter-cfgdir");
+    mkdirSync(join(cdir, "adapter_config.json"));
+    e = errorOf(() => LoraConfig.from_pretrained(cdir));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[LoraConfig.from_pretrained] ${join(cdir, "adapter_config.json")}: is a directory, expected a regular file`);
+
+    // FIFOs, in a child process (opening one for a blocking read waits for a writer forever)
+    const fifoW = tmp("adapter-fifo-w");
+    execFileSync("mkfifo", [join(fifoW, "adapter_model.safetensors")]);
+    copyFileSync(join(TINY_ADAPTER, "adapter_config.json"), join(fifoW, "adapter_config.json"));
+    const fifoC = tmp("adapter-fifo-c");
+    copyFileSync(join(TINY_ADAPTER, "adapter_model.safetensors"), join(fifoC, "adapter_model.safetensors"));
+    execFileSync("mkfifo", [join(fifoC, "adapter_config.json")]);
+    const out = runIsolated(probeScript([
+      `import { GPT2LMHeadModel } from ${JSON.stringify(srcPath("models/gpt2.ts"))};`,
+      `import { load_adapter } from ${JSON.stringify(srcPath("lora/save_load.ts"))};`,
+    ].join("\n"), {
+      weights: `load_adapter(GPT2LMHeadModel.from_pretrained(${JSON.stringify(TINY)}), ${JSON.stringify(fifoW)})`,
+      config: `load_adapter(GPT2LMHeadModel.from_pretrained(${JSON.stringify(TINY)}), ${JSON.stringify(fifoC)})`,
+    }));
+    expect(JSON.parse(out)).toEqual([
+      ["weights", "LoomFormatError", `[safetensors] ${join(fifoW, "adapter_model.safetensors")}: file: is a FIFO (named pipe), expected a regular file`],
+      ["config", "LoomFormatError", `[LoraConfig.from_pretrained] ${join(fifoC, "adapter_config.json")}: is a FIFO (named pipe), expected a regular file`],
+    ]);
+    for (const d of [dir, cdir, fifoW, fifoC]) rmSync(d, { recursive: true });
+  }, 60_000); // the child process may be slow to start on a loaded machine; it is killed after 20 s
+
+  test("an adapter in the Hugging Face cache layout (links into ../../blobs/) loads; a link out of the cache is refused", () => {
+    const repo = join(realpathSync(tmp("adapter-hub")), "models--org--tiny-lora");
+    const snapshot = join(repo, "snapshots", "rev0");
+    mkdirSync(join(repo, "blobs"), { recursive: true });
+    mkdirSync(snapshot, { recursive: true });
+    for (const [i, name] of ["adapter_config.json", "adapter_model.safetensors"].entries()) {
+      copyFileSync(join(TINY_ADAPTER, name), join(repo, "blobs", `blob${i}`));
+      symlinkSync(join("..", "..", "blobs", `blob${i}`), join(snapshot, name));
+    }
+    const model = GPT2LMHeadModel.from_pretrained(TINY);
+    load_adapter(model, snapshot);
+    expectClose(model.forward(ids()).logits, REF.lora.logits); // PyTorch + PEFT logits of this adapter
+
+    const outside = realpathSync(tmp("adapter-outside"));
+    copyFileSync(join(TINY_ADAPTER, "adapter_model.safetensors"), join(outside, "w.safetensors"));
+    rmSync(join(snapshot, "adapter_model.safetensors"));
+    symlinkSync(join(outside, "w.safetensors"), join(snapshot, "adapter_model.safetensors"));
+    const e = errorOf(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), snapshot));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[load_adapter] ${join(snapshot, "adapter_model.safetensors")}: resolves to ${join(outside, "w.safetensors")}, outside the Hugging Face cache folder ${repo}`);
   });
 });
 

@@ -52,6 +52,35 @@ describe("target_modules matching (PEFT check_target_module_exists)", () => {
     expect(check_target_module_exists(only1, "transformer.h.0.attn.c_attn")).toBe(false);
   });
 
+  test("a target_modules or pattern regex that does not compile, or that Python's re reads differently, is refused by name", () => {
+    const refused = (fields: Partial<ConstructorParameters<typeof LoraConfig>[0]>, message: string) => {
+      let err: unknown;
+      try {
+        new LoraConfig(fields);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(LoomValueError);
+      expect((err as Error).message).toStartWith(message);
+    };
+    // (?P<n>...) is Python-only syntax; unbalanced: wrapped as ^(?:c_attn)|(.*)$ it would match every module (Python: "unbalanced parenthesis")
+    refused({ target_modules: "c_attn)|(.*" }, '[LoraConfig] target_modules "c_attn)|(.*" does not compile as a JavaScript regular expression (');
+    refused({ target_modules: "(?P<n>c_attn)" }, '[LoraConfig] target_modules "(?P<n>c_attn)" does not compile as a JavaScript regular expression (');
+    refused({ target_modules: "[c_attn" }, '[LoraConfig] target_modules "[c_attn" does not compile as a JavaScript regular expression (');
+    // JavaScript reads \Z as "Z" and \q as "q"; Python's re: end of string, and an error
+    refused({ target_modules: ".*c_attn\\Z" }, '[LoraConfig] target_modules ".*c_attn\\\\Z" uses \\Z, which Python\'s re (PEFT) and JavaScript read differently');
+    refused({ target_modules: ".*\\qkv" }, '[LoraConfig] target_modules ".*\\\\qkv" uses \\q');
+    refused({ target_modules: ".*\\x4" }, '[LoraConfig] target_modules ".*\\\\x4" uses \\x');
+    refused({ rank_pattern: { "h.(1": 4 } }, '[LoraConfig] rank_pattern key "h.(1" does not compile as a JavaScript regular expression (');
+    refused({ alpha_pattern: { "c_attn\\A": 4 } }, '[LoraConfig] alpha_pattern key "c_attn\\\\A" uses \\A');
+    refused({ target_modules: 7 as never }, "[LoraConfig] target_modules must be null, a regular expression string or a list of module names, got 7");
+    // check_target_module_exists with a pattern that bypassed the constructor: typed, not a SyntaxError
+    expect(() => check_target_module_exists(c(["c_attn"]), "transformer.h.0.attn.c_attn", "(")).toThrow(LoomValueError);
+    // what both engines read alike still works
+    expect(check_target_module_exists(c(".*\\.h\\.\\d\\.attn\\.c_\\w+"), "transformer.h.1.attn.c_attn")).toBe(true);
+    expect(check_target_module_exists(c(".*\\x2ec_attn"), "transformer.h.1.attn.c_attn")).toBe(true); // \x2e is "."
+  });
+
   test("injection wraps exactly the matched modules: attn.c_proj but not mlp.c_proj", () => {
     const model = GPT2LMHeadModel.from_pretrained(TINY);
     inject_adapter_in_model(cfg(), model);

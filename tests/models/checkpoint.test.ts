@@ -4,7 +4,9 @@
  * untied heads, and the errors for checkpoints that do not fit.
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { load_file, read_header_file, save_file } from "../../src/io/index.ts";
 import { tensor_to_io } from "../../src/lora/tensor_io.ts";
@@ -12,8 +14,9 @@ import { CharTokenizer } from "../../src/models/char_tokenizer.ts";
 import { GPT2Config } from "../../src/models/gpt2_config.ts";
 import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
 import { manual_seed } from "../../src/tensor/rng.ts";
-import { LoomValueError } from "../../src/tensor/errors.ts";
-import { REF, TINY, expectBitwise, ids, tmp } from "./helpers.ts";
+import { LoomFormatError, LoomValueError } from "../../src/tensor/errors.ts";
+import { probeScript, runIsolated, srcPath } from "../io/helpers.ts";
+import { REF, TINY, expectBitwise, expectClose, ids, tmp } from "./helpers.ts";
 
 describe("save_pretrained / from_pretrained", () => {
   test("single file: HF keys, no lm_head.weight (tied), format pt, identical logits after reload", () => {
@@ -92,6 +95,122 @@ describe("save_pretrained / from_pretrained", () => {
     expect(() => GPT2LMHeadModel.from_pretrained(join(dir, "nope"))).toThrow(LoomValueError);
     rmSync(dir, { recursive: true });
   });
+});
+
+/**
+ * The Hugging Face hub cache (huggingface_hub file_download.py): models--org--name/snapshots/<rev>/
+ * holds relative symlinks to ../../blobs/<sha256>. `write` fills a staging directory whose files
+ * become the blobs and links.
+ */
+function hubCache(write: (staging: string) => void): { snapshot: string; repo: string } {
+  const repo = join(realpathSync(tmp("hub")), "models--org--tiny-gpt2"); // real path: messages name real paths
+  const snapshot = join(repo, "snapshots", "5f2c0e1");
+  mkdirSync(join(repo, "blobs"), { recursive: true });
+  mkdirSync(snapshot, { recursive: true });
+  const staging = tmp("hub-staging");
+  write(staging);
+  for (const name of readdirSync(staging)) {
+    const sha = createHash("sha256").update(readFileSync(join(staging, name))).digest("hex");
+    renameSync(join(staging, name), join(repo, "blobs", sha));
+    symlinkSync(join("..", "..", "blobs", sha), join(snapshot, name));
+  }
+  return { snapshot, repo };
+}
+
+function errorOf(fn: () => unknown): Error {
+  try {
+    fn();
+  } catch (e) {
+    return e as Error;
+  }
+  throw new Error("expected an error, none was thrown");
+}
+
+describe("untrusted checkpoint directories", () => {
+  test("the Hugging Face cache layout loads: single file and sharded, logits match PyTorch", () => {
+    const single = hubCache((d) => ["config.json", "model.safetensors"].forEach((f) => copyFileSync(join(TINY, f), join(d, f))));
+    expect(readdirSync(single.snapshot).sort()).toEqual(["config.json", "model.safetensors"]);
+    expectClose(GPT2LMHeadModel.from_pretrained(single.snapshot).call(ids()).logits, REF.logits);
+
+    const sharded = hubCache((d) => GPT2LMHeadModel.from_pretrained(TINY).save_pretrained(d, { max_shard_size: 4000 }));
+    expect(readdirSync(sharded.snapshot).filter((f) => /^model-\d{5}-of-\d{5}\.safetensors$/.test(f)).length).toBeGreaterThan(1);
+    expectClose(GPT2LMHeadModel.from_pretrained(sharded.snapshot).call(ids()).logits, REF.logits);
+  });
+
+  test("links escaping the models--* cache folder are refused: model.safetensors, a shard, config.json", () => {
+    const outside = realpathSync(tmp("outside"));
+    for (const f of ["config.json", "model.safetensors"]) copyFileSync(join(TINY, f), join(outside, f));
+    const relink = (snapshot: string, name: string) => {
+      rmSync(join(snapshot, name));
+      symlinkSync(join(outside, name), join(snapshot, name));
+    };
+    const fill = (d: string) => ["config.json", "model.safetensors"].forEach((f) => copyFileSync(join(TINY, f), join(d, f)));
+
+    const a = hubCache(fill);
+    relink(a.snapshot, "model.safetensors");
+    let e = errorOf(() => GPT2LMHeadModel.from_pretrained(a.snapshot));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[safetensors] ${join(a.snapshot, "model.safetensors")}: file: resolves to ${join(outside, "model.safetensors")}, outside the Hugging Face cache folder ${a.repo}`);
+
+    const b = hubCache(fill);
+    relink(b.snapshot, "config.json");
+    e = errorOf(() => GPT2LMHeadModel.from_pretrained(b.snapshot));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[GPT2Config.from_pretrained] ${join(b.snapshot, "config.json")}: resolves to ${join(outside, "config.json")}, outside the Hugging Face cache folder ${b.repo}`);
+
+    const c = hubCache((d) => GPT2LMHeadModel.from_pretrained(TINY).save_pretrained(d, { max_shard_size: 4000 }));
+    const shard = readdirSync(c.snapshot).find((f) => f.startsWith("model-00001-of-"))!;
+    rmSync(join(c.snapshot, shard));
+    symlinkSync(join(outside, "model.safetensors"), join(c.snapshot, shard));
+    e = errorOf(() => GPT2LMHeadModel.from_pretrained(c.snapshot));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[safetensors] ${join(c.snapshot, "model.safetensors.index.json")}: shard "${shard}": resolves to ${join(outside, "model.safetensors")}, outside the Hugging Face cache folder ${c.repo}`);
+
+    // a link to a blob that is not there (an unfinished download) is named as such
+    const d = hubCache((dd) => copyFileSync(join(TINY, "config.json"), join(dd, "config.json")));
+    symlinkSync(join("..", "..", "blobs", "f".repeat(64)), join(d.snapshot, "model.safetensors"));
+    e = errorOf(() => GPT2LMHeadModel.from_pretrained(d.snapshot));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[safetensors] ${join(d.snapshot, "model.safetensors")}: file: is a symbolic link whose target does not exist (an incomplete download?)`);
+
+    // an ordinary directory: a config.json link leaving it is refused as well
+    const plain = realpathSync(tmp("plain"));
+    copyFileSync(join(TINY, "model.safetensors"), join(plain, "model.safetensors"));
+    symlinkSync(join(outside, "config.json"), join(plain, "config.json"));
+    e = errorOf(() => GPT2LMHeadModel.from_pretrained(plain));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[GPT2Config.from_pretrained] ${join(plain, "config.json")}: resolves to ${join(outside, "config.json")}, outside the checkpoint directory ${plain}`);
+  });
+
+  test("a directory or a FIFO named model.safetensors or config.json is refused with its path", () => {
+    const dirW = tmp("dir-weights");
+    copyFileSync(join(TINY, "config.json"), join(dirW, "config.json"));
+    mkdirSync(join(dirW, "model.safetensors"));
+    let e = errorOf(() => GPT2LMHeadModel.from_pretrained(dirW));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[safetensors] ${join(dirW, "model.safetensors")}: file: is a directory, expected a regular file`);
+    const dirC = tmp("dir-config");
+    mkdirSync(join(dirC, "config.json"));
+    e = errorOf(() => GPT2LMHeadModel.from_pretrained(dirC));
+    expect(e).toBeInstanceOf(LoomFormatError);
+    expect(e.message).toBe(`[GPT2Config.from_pretrained] ${join(dirC, "config.json")}: is a directory, expected a regular file`);
+
+    // FIFOs in a child process: open(2) on one without O_NONBLOCK waits for a writer forever
+    const fifoW = tmp("fifo-weights");
+    copyFileSync(join(TINY, "config.json"), join(fifoW, "config.json"));
+    execFileSync("mkfifo", [join(fifoW, "model.safetensors")]);
+    const fifoC = tmp("fifo-config");
+    execFileSync("mkfifo", [join(fifoC, "config.json")]);
+    const out = runIsolated(probeScript(`import { GPT2LMHeadModel } from ${JSON.stringify(srcPath("models/gpt2.ts"))};`, {
+      weights: `GPT2LMHeadModel.from_pretrained(${JSON.stringify(fifoW)})`,
+      config: `GPT2LMHeadModel.from_pretrained(${JSON.stringify(fifoC)})`,
+    }));
+    expect(JSON.parse(out)).toEqual([
+      ["weights", "LoomFormatError", `[safetensors] ${join(fifoW, "model.safetensors")}: file: is a FIFO (named pipe), expected a regular file`],
+      ["config", "LoomFormatError", `[GPT2Config.from_pretrained] ${join(fifoC, "config.json")}: is a FIFO (named pipe), expected a regular file`],
+    ]);
+    for (const d of [dirW, dirC, fifoW, fifoC]) rmSync(d, { recursive: true });
+  }, 60_000); // the child process may be slow to start on a loaded machine; it is killed after 20 s
 });
 
 describe("CharTokenizer", () => {

@@ -48,7 +48,21 @@ function compare(op: OpDef, inputs: TensorData[], attrs: unknown, tol: "exact" |
   const nb = nativeOrSkip();
   const shape = op.shape(inputs, attrs);
   const dtype = op.dtype(inputs, attrs);
-  const want = toFloat64(jsBackend.run(op, inputs, attrs, shape, dtype));
+  let want: Float64Array;
+  try {
+    want = toFloat64(jsBackend.run(op, inputs, attrs, shape, dtype));
+  } catch (e) {
+    // inputs the reference refuses (integer division by zero, a cast of inf to int): native
+    // must refuse them with the same typed error and message
+    const msg = `${(e as Error).name}: ${(e as Error).message}`;
+    try {
+      toFloat64(nb.run(op, inputs, attrs, shape, dtype));
+    } catch (f) {
+      const got = `${(f as Error).name}: ${(f as Error).message}`;
+      return got === msg ? null : `${op.name}: native raised "${got}", js "${msg}"`;
+    }
+    return `${op.name}: js raised "${msg}", native did not`;
+  }
   const before = nb.stats.fallbacks;
   const got = toFloat64(nb.run(op, inputs, attrs, shape, dtype));
   if (nb.stats.fallbacks !== before) return `${op.name}: ran on the js fallback`;
@@ -154,12 +168,23 @@ describe.skipIf(!NATIVE)("native == js reference", () => {
     for (const d of DTYPES) {
       const x = make(d, [4, 5], 1);
       const xt = transposed(d, 4, 5, 2);
-      errs.push(compare(OPS.gather, [xt, idx([0, 3, 1, -1, 2, 0], [2, 3])], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.gather, [xt, idx([0, 3, 1, 3, 2, 0], [2, 3])], { dim: 0 }) ?? "");
       errs.push(compare(OPS.gather, [x, idx([4, 0, 1, 2], [4, 1], "int32")], { dim: 1 }) ?? "");
       errs.push(compare(OPS.scatter_add, [x, idx([0, 3, 1, 0, 2, 0], [2, 3]), make(d, [2, 3], 5)], { dim: 0 }) ?? "");
-      errs.push(compare(OPS.index_select, [xt, idx([3, 0, 0, -2], [4])], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.index_select, [xt, idx([3, 0, 0, 2], [4])], { dim: 0 }) ?? "");
       errs.push(compare(OPS.index_select, [x, idx([4, 1], [2])], { dim: 1 }) ?? "");
       errs.push(compare(OPS.index_add, [x, idx([1, 1, 3], [3]), make(d, [4, 3], 7)], { dim: 1 }) ?? "");
+      // 0-d operands count as [1] (PyTorch); native used to read shape[0]/stride[0] of a 0-d tensor
+      const x0 = make(d, [], 3), i0 = idx([0], []);
+      errs.push(compare(OPS.gather, [x0, i0], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.gather, [x0, idx([0, 0], [2])], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.gather, [make(d, [5], 2), idx([4], [])], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.scatter_add, [x0, i0, make(d, [], 4)], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.scatter_add, [x0, idx([0, 0], [2]), make(d, [2], 4)], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.index_select, [x0, i0], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.index_select, [x, idx([2], [])], { dim: 1 }) ?? "");
+      errs.push(compare(OPS.index_add, [x0, idx([0, 0], [2]), make(d, [2], 6)], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.index_add, [x, idx([4], []), make(d, [4, 1], 6)], { dim: 1 }) ?? "");
       errs.push(compare(OPS.tri, [xt], { diagonal: 0, upper: false }) ?? "");
       errs.push(compare(OPS.tri, [make(d, [2, 3, 4], 3)], { diagonal: 1, upper: true }) ?? "");
       errs.push(compare(OPS.cat, [x, xt, make("int8", [4, 2], 0)], { dim: 1 }) ?? "");
@@ -173,6 +198,17 @@ describe.skipIf(!NATIVE)("native == js reference", () => {
     const x = make("float32", [3, 2], 0);
     const i = fromValues("int64", [1], [5]);
     expect(() => nb.run(OPS.index_select, [x, i], { dim: 0 }, [1, 2], "float32")).toThrow("[index_select] index 5 is out of bounds for dimension 0 with size 3");
+    // negative indices are out of bounds (no wrap); a calling composite words the error (IndexAttrs.caller)
+    const neg = fromValues("int64", [1], [-1]);
+    const errOf = (f: () => unknown) => { try { f(); } catch (e) { return e as Error; } return null; };
+    for (const attrs of [{ dim: 0 }, { dim: 0, caller: "embedding" }, { dim: 0, caller: "cross_entropy" }, { dim: 0, caller: "one_hot" }]) {
+      for (const bad of [neg, i]) {
+        const want = errOf(() => jsBackend.run(OPS.index_select, [x, bad], attrs, [1, 2], "float32"))!;
+        const got = errOf(() => nb.run(OPS.index_select, [x, bad], attrs, [1, 2], "float32"))!;
+        expect([got.constructor.name, got.message]).toEqual([want.constructor.name, want.message]);
+      }
+    }
+    expect(errOf(() => nb.run(OPS.gather, [x, fromValues("int64", [1, 1], [-1])], { dim: 0, caller: "cross_entropy" }, [1, 1], "float32"))!.message).toBe("[cross_entropy] Target -1 is out of bounds.");
     const e = fromValues("float32", [0, 3], []);
     expect(() => nb.run(OPS.argmax, [viewOf(e, [3, 0], [1, 3], 0)], { dim: 1, keepdim: false }, [3], "int64")).toThrow("expected reduction dim");
   });

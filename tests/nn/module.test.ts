@@ -136,6 +136,22 @@ describe("state_dict / load_state_dict", () => {
     expect(lin.bias!.tolist()).toEqual([7]);
     expect(lin.bias!.dtype).toBe("float32"); // int64 source converted to the parameter's dtype
   });
+  test("keys named like Object.prototype members (__proto__, toString, constructor) are unexpected keys", () => {
+    // torch: any key that is not a parameter or persistent buffer name is unexpected
+    const lin = new nn.Linear(1, 1);
+    const w = loom.tensor([[2]]), b = loom.tensor([0.5]);
+    const odd = [["__proto__", loom.zeros(1)], ["toString", loom.zeros(1)], ["constructor", loom.zeros(1)]] as const;
+    const asMap = new Map<string, loom.Tensor>([["weight", w], ["bias", b], ...odd]);
+    const asObject = Object.fromEntries(asMap); // fromEntries defines "__proto__" as an own key
+    expect(Object.keys(asObject)).toEqual(["weight", "bias", "__proto__", "toString", "constructor"]);
+    for (const sd of [asMap, asObject]) {
+      expect(() => lin.load_state_dict(sd)).toThrow(
+        '[load_state_dict] Error(s) in loading state_dict for Linear:\n\tUnexpected key(s) in state_dict: "__proto__", "toString", "constructor".',
+      );
+      expect(lin.load_state_dict(sd, false)).toEqual({ missing_keys: [], unexpected_keys: ["__proto__", "toString", "constructor"] });
+      expect(lin.weight.tolist()).toEqual([[2]]);
+    }
+  });
   test("a Map state dict and LazyTensor values are accepted", () => {
     const lin = new nn.Linear(1, 1);
     lin.load_state_dict(new Map<string, loom.Tensor | loom.LazyTensor>([["weight", loom.tensor([[2]]).float().lazy().mul(3)], ["bias", loom.tensor([0.5])]]));

@@ -45,6 +45,7 @@ KR=[
  (r'(abs|nn\.functional\.relu|clamp)/', r'grad.*NaN', "the abs/relu/clamp gradient at NaN inputs is NaN; torch gives 0 there (issue 9 section 3)"),
  (r'nn\.functional\.layer_norm/float32/', r'.', "normalized size 1: Loom gives exactly bias (x - mean = 0) and a zero input gradient; torch's float32 CPU kernel is off by up to 6.5e-5 (its one-element mean is inexact). torch is the inexact side"),
  (r'remainder/', r'.', "remainder(-1e20, -501): Loom computes a - floor(a/b)*b, which loses the answer (0) for large a; torch uses fmod: r = fmod(a, b), plus b when r != 0 and its sign differs from b's (-388). Fix in the js ref and native elementwise.c OP_remainder"),
+ (r'pow/int', r'negative integer powers are not allowed', "integer pow with a negative *tensor* exponent raises; torch computes it (1 for base 1, +-1 for base -1, else 0) and raises only for a Python-scalar exponent"),
  (r'pow/int', r'Infinity', "integer pow with a negative exponent: 0 ** -7 gives Infinity stored in an int64 tensor; torch gives 0 (integer pow: 1 for base 1, +-1 for base -1, else 0). Fix the int path of pow on every backend"),
 ]
 def is0d(sid):
@@ -64,14 +65,11 @@ def classify(sid, st):
         if p==0: return ('K', "norm with p=0 gives Infinity; torch counts the non-zeros (issue 9 section 3)")
     if op=='norm.inf': return ('K', "norm with p=-inf gives 1; torch gives min |x| (issue 9 section 3)")
     return None
-flaky_native={'gather','scatter_add'}
 U={}; K={}; todo=[]
 ids=sorted({i for b in r for i in r[b]})
 for sid in ids:
     ran=[b for b in r if sid in r[b]]
     bad={b: r[b][sid] for b in ran if r[b][sid]!='pass'}
-    if sid.split('/')[0] in flaky_native and is0d(sid) and 'native' in ran and 'native' not in bad:
-        K[f'{sid}@native?']="native reads shape/stride of a 0-d tensor from uninitialized memory: right or wrong by chance (issue 9 section 2, 0-d index kernels)"
     if not bad: continue
     cls={b: classify(sid, st) for b,st in bad.items()}
     if any(c is None for c in cls.values()):
@@ -82,20 +80,6 @@ for sid in ids:
         if c[0]=='U': U.setdefault(c[1], []).append(key)
         else: K[key]=c[1]
         if same: break
-    # native reads uninitialized memory for 0-d gather/scatter_add: may pass or fail
-    op=sid.split('/')[0]
-    if op in flaky_native and is0d(sid) and 'native' in ran and 'native' not in bad:
-        K[f'{sid}@native?']="native reads shape/stride of a 0-d tensor from uninitialized memory: right or wrong by chance (issue 9 section 2, 0-d index kernels)"
-# a 0-d sample that failed on native this run may pass the next: make it nondeterministic
-for k in list(K):
-    base=k.split('@')[0]
-    if base.split('/')[0] in flaky_native and is0d(base) and (k==base or k.endswith('@native')):
-        if k==base:
-            del K[k]; why=ZERO_D.format(op=base.split('/')[0])
-            for b in r:
-                if base in r[b] and b!='native': K[f'{base}@{b}']=why
-        else: del K[k]
-        K[f'{base}@native?']="native reads shape/stride of a 0-d tensor from uninitialized memory: right or wrong by chance (issue 9 section 2, 0-d index kernels)"
 json.dump({k: sorted(v) for k,v in U.items()}, open(W+'unsupported.json','w'), indent=1); open(W+'unsupported.json','a').write('\n')
 json.dump(dict(sorted(K.items())), open(W+'known_failures.json','w'), indent=1); open(W+'known_failures.json','a').write('\n')
 for t in todo: print('TODO', t)

@@ -7,6 +7,7 @@
 import { FUSED_OPS, OPS, type OpName } from "../../graph/registry.ts";
 import type { ElementwiseOp, OpDef, ReduceOp } from "../../graph/op.ts";
 import { softmaxDenseRows, type AttentionAttrs, type FusedMatmulAttrs, type FusedReduceAttrs, type FusedSoftmaxAttrs } from "../../graph/passes/fused_ops.ts";
+import { intResultCheck } from "../../graph/ops/elementwise.ts";
 import { gemm, pack } from "../../graph/ops/linalg_index.ts";
 import type { Program } from "../../graph/passes/program.ts";
 import { encoder, isHalf, type DType } from "../../tensor/dtype.ts";
@@ -21,7 +22,9 @@ import { attentionKernel, elementwiseKernel, matmulKernel, reduceKernel, softmax
 export interface JsStats { ops: number; byOp: Map<string, number> }
 
 function runElementwise(op: ElementwiseOp<any>, ins: readonly TensorData[], out: TensorData): void {
-  const f = op.ref;
+  const chk = intResultCheck(op.name, out.dtype);
+  const ref = op.ref;
+  const f = chk ? (a: number, b: number, c: number) => chk(ref(a, b, c), a, b) : ref;
   const dst = out.data;
   const n = dst.length;
   const enc = out.dtype === "int64" || out.dtype === "bool" ? encoder(out.dtype) : null;

@@ -10,6 +10,7 @@
  * order (row-major over the reduced dims, one output at a time).
  */
 import type { ReduceOp } from "../../graph/op.ts";
+import { intResultCheck } from "../../graph/ops/elementwise.ts";
 import { programDtype, roundTo, storeRound, type Instr, type Program } from "../../graph/passes/program.ts";
 import { allocArray, decoder, floatToBf16, floatToHalf, type DType } from "../../tensor/dtype.ts";
 import { broadcastStrides, contiguousStrides } from "../../tensor/shape.ts";
@@ -109,7 +110,9 @@ function emitCode(p: Program, loads: Map<number, number>, ptr: (k: number) => st
     else {
       const args = c.args.map((a) => `t${a}`);
       const inl = INLINE[c.op.name];
-      e = round(c.dtype, inl ? inl(args[0]!, args[1]!, args[2]!) : `F_${c.op.name}(${args[0]}, ${args[1] ?? 0}, ${args[2] ?? 0})`);
+      const v = inl ? inl(args[0]!, args[1]!, args[2]!) : `F_${c.op.name}(${args[0]}, ${args[1] ?? 0}, ${args[2] ?? 0})`;
+      // integer results are checked before rounding (elementwise.ts intResultCheck)
+      e = round(c.dtype, intResultCheck(c.op.name, c.dtype) ? `CHK_${c.op.name}_${c.dtype}(${v}, ${args[0]}, ${args[1] ?? 0})` : v);
     }
     (invariant[i] ? pre : body).push(`const t${i} = ${e};`);
   });
@@ -135,6 +138,7 @@ function environment(progs: readonly Program[], extra: Record<string, unknown> =
   for (const p of progs) {
     for (const c of p.code) {
       if (c.k === "op" && !INLINE[c.op.name]) env[`F_${c.op.name}`] = c.op.ref;
+      if (c.k === "op" && intResultCheck(c.op.name, c.dtype)) env[`CHK_${c.op.name}_${c.dtype}`] = intResultCheck(c.op.name, c.dtype);
       if (c.k !== "load" && !["float32", "float64", "int32", "int8", "uint8"].includes(c.dtype)) env[`RND_${c.dtype}`] = roundTo(c.dtype);
       if (c.k === "load" && decoder(c.dtype)) env[`DEC_${c.dtype}`] = decoder(c.dtype);
     }

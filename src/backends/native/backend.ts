@@ -17,7 +17,7 @@
 import { FUSED_OPS, OPS } from "../../graph/registry.ts";
 import type { OpDef } from "../../graph/op.ts";
 import type { DType } from "../../tensor/dtype.ts";
-import { LoomIndexError } from "../../tensor/errors.ts";
+import { LoomIndexError, LoomValueError } from "../../tensor/errors.ts";
 import { isContiguous, numel } from "../../tensor/shape.ts";
 import { toContiguous, type TensorData } from "../../tensor/storage.ts";
 import type { AdamWStep, BatchBackend, BatchStep, InputLayout, PreparedKernel, Submission } from "../backend.ts";
@@ -47,7 +47,11 @@ const MAX_IN_FLIGHT = 8;
 const NO_ATTRS: readonly number[] = [];
 
 function nativeError(msg: string): Error {
-  return /out of bounds|non-zero size/.test(msg) ? new LoomIndexError(msg) : new Error(`[native] ${msg}`);
+  if (msg.startsWith("[one_hot] class values")) return new LoomValueError(msg); // as the reference's indexError
+  if (/out of bounds|non-zero size/.test(msg)) return new LoomIndexError(msg);
+  // integer results (elementwise.ts intResultCheck): the same messages as the js reference
+  if (/ZeroDivisionError|negative integer powers|cannot convert|cannot be stored in a/.test(msg)) return new LoomValueError(msg);
+  return new Error(`[native] ${msg}`);
 }
 
 /** A submitted command buffer. `done` resolves when it has run; `wait()` blocks until then. */

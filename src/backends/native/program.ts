@@ -13,6 +13,7 @@
  */
 import { ptr, type Pointer } from "bun:ffi";
 import type { OpDef } from "../../graph/op.ts";
+import { INDEX_CALLERS, type IndexAttrs } from "../../graph/ops/linalg_index.ts";
 import type { OpName } from "../../graph/registry.ts";
 import type {
   AttentionAttrs, FusedMatmulAttrs, FusedReduceAttrs, FusedSoftmaxAttrs, LoraAttrs as FusedLoraAttrs, NormAttrs,
@@ -52,6 +53,8 @@ type OpCodes = ReadonlyMap<string, number>;
 type AttrEncoder = (attrs: any, inputs: readonly { shape: readonly number[] }[], codes: OpCodes) => number[];
 const none: AttrEncoder = () => [];
 const dimAttr: AttrEncoder = (a) => [a.dim];
+/** [dim, caller]: caller numbers INDEX_CALLERS from 1 (0 = none) so the kernel words errors as the reference does. */
+const indexAttr: AttrEncoder = (a: IndexAttrs) => [a.dim, a.caller ? INDEX_CALLERS.indexOf(a.caller) + 1 : 0];
 const reduceAttr: AttrEncoder = (a) => [a.dim.length, ...a.dim];
 const argAttr: AttrEncoder = (a, [x]) => [a.dim === null || x!.shape.length === 0 ? -1 : normalizeDim("arg", a.dim, x!.shape.length)];
 const REDUCE_KIND: Record<string, number> = { sum: 0, amax: 1, amin: 2 };
@@ -64,7 +67,7 @@ export const ATTR_ENCODERS: { readonly [K in OpName]?: AttrEncoder } & Record<st
   sum: reduceAttr, amax: reduceAttr, amin: reduceAttr, argmax: argAttr, argmin: argAttr,
   cumsum: (a, [x]) => [x!.shape.length === 0 ? 0 : normalizeDim("cumsum", a.dim, x!.shape.length), a.reverse ? 1 : 0],
   slice_backward: (a) => [a.dim, a.start, a.end, a.step],
-  cat: dimAttr, gather: dimAttr, scatter_add: dimAttr, index_select: dimAttr, index_add: dimAttr,
+  cat: dimAttr, gather: indexAttr, scatter_add: indexAttr, index_select: indexAttr, index_add: indexAttr,
   tri: (a) => [a.diagonal, a.upper ? 1 : 0],
   lora_linear: (a) => [a.scaling, a.has_bias ? 1 : 0],
   matmul: none,

@@ -63,8 +63,9 @@ export const EW_WGSL = {
 
 /** Helper functions, included in a shader only when its expression calls them. */
 const HELPERS: Record<string, string> = {
-  truthy: "fn truthy(x: f32) -> bool { return x != 0.0 && !is_nan(x); }",
-  sign_f: "fn sign_f(x: f32) -> f32 { if (is_nan(x)) { return x; } return sign(x); }",
+  // NaN is true (only 0 is false) and sign(NaN) = sign(-0) = 0, as torch (elementwise.ts refs)
+  truthy: "fn truthy(x: f32) -> bool { return x != 0.0 || is_nan(x); }",
+  sign_f: "fn sign_f(x: f32) -> f32 { return f32(x > 0.0) - f32(x < 0.0); }",
   log_f: "fn log_f(x: f32) -> f32 { if (x < 0.0) { return f_nan(); } if (x == 0.0) { return -f_inf(); } return log(x); }",
   sqrt_f: "fn sqrt_f(x: f32) -> f32 { if (x < 0.0) { return f_nan(); } return sqrt(x); }",
   log1p_f: `fn log1p_f(x: f32) -> f32 {

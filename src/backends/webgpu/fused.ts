@@ -3,7 +3,8 @@
  * step rounded to its dtype as the unfused op would store it). Generic fusion: fused_elementwise
  * (one kernel per program), fused_reduce (prologue program folded, epilogue program applied),
  * fused_matmul (the tiled/naive GEMM with a program epilogue). Named patterns: fused_softmax,
- * fused_layer_norm, fused_rms_norm (one thread per row, reading the row three/two times),
+ * fused_layer_norm, fused_rms_norm (one thread per row, reading the row four/two times; row sums
+ * in two levels, see rowSum),
  * fused_lora_linear (three GEMMs and one epilogue pass) and fused_attention (scores and softmax in
  * one kernel per row, then a GEMM with v: the [..., L, S] scores never leave the kernel's buffer).
  */
@@ -130,6 +131,20 @@ function rowsOf(shape: readonly number[], dim: number) {
   return { rows: numelOf(os), setup: lines.join("\n  "), base, inner: st[dim]! };
 }
 
+/**
+ * WGSL summing `term` over j < n into a new `var acc` in two levels: blocks of 32 terms, then the
+ * block sums. One thread owns a row, so this stands in for pairwise sums: the rounding error
+ * grows as (n/32 + 32)·eps instead of n·eps. `pre` runs first in each iteration (lets).
+ */
+function rowSum(acc: string, n: number, pre: string, term: string): string {
+  return `var ${acc} = 0.0;
+  {
+    var part = 0.0;
+    for (var j = 0u; j < ${n}u; j++) { ${pre} part = part + ${term}; if ((j & 31u) == 31u) { ${acc} = ${acc} + part; part = 0.0; } }
+    ${acc} = ${acc} + part;
+  }`;
+}
+
 const fused_softmax: FusedLaunch = (ctx, ins, a: FusedSoftmaxAttrs, out) => {
   const shape = a.prologue.shape, D = out.dtype, n = shape[a.dim]!;
   const { rows, setup, base, inner } = rowsOf(shape, a.dim);
@@ -144,8 +159,7 @@ const fused_softmax: FusedLaunch = (ctx, ins, a: FusedSoftmaxAttrs, out) => {
   var m = -f_inf();
   for (var j = 0u; j < ${n}u; j++) { ${v("j")} m = ${REDUCE_WGSL.amax.f32.step("m", "v")}; }
   m = ${R(D, "m")};
-  var z = 0.0;
-  for (var j = 0u; j < ${n}u; j++) { ${v("j")} z = z + ${R(D, F.exp.f(R(D, F.sub.f("v", "m", "")), "", ""))}; }
+  ${rowSum("z", n, v("j"), R(D, F.exp.f(R(D, F.sub.f("v", "m", "")), "", "")))}
   z = ${R(D, "z")};
   for (var j = 0u; j < ${n}u; j++) {
     ${v("j")}
@@ -165,31 +179,32 @@ function norm(kind: "layer" | "rms"): FusedLaunch {
     const D = out.dtype;
     const ops = operands(ctx, ins);
     const b = bindInputs(ops, out, 2, 1);
-    const nConst = kind === "layer" ? 2 : 1; // [x, n1, n2, eps, w?, b?] or [x, n, eps, w?]
+    const nConst = kind === "layer" ? 3 : 1; // [x, n1, n2, n3, eps, w?, b?] or [x, n, eps, w?]
     const fns = [loader("ldx", b.access[0]!, viewOf(ops[0]!))];
     const wIdx = nConst + 2, bIdx = wIdx + (a.has_weight ? 1 : 0);
     if (a.has_weight) fns.push(loader("ldw", b.access[wIdx]!, viewOf(ops[wIdx]!)));
     if (a.has_bias) fns.push(loader("ldb", b.access[bIdx]!, viewOf(ops[bIdx]!)));
-    const c1 = scalarOf(b.access[1]!), c2 = scalarOf(b.access[nConst]!), ce = scalarOf(b.access[nConst + 1]!);
+    const c1 = scalarOf(b.access[1]!), c2 = scalarOf(b.access[2]!), cv = scalarOf(b.access[nConst]!), ce = scalarOf(b.access[nConst + 1]!);
     const rs = (s: string, c: string) => R(D, F.rsqrt.f(R(D, F.add.f(R(D, F.div.f(R(D, s), c, "")), ce, "")), "", ""));
     let y = kind === "layer" ? R(D, F.mul.f("d", "rs", "")) : R(D, F.mul.f("xv", "rs", ""));
     if (a.has_weight) y = R(D, F.mul.f(y, "ldw(j)", ""));
     if (a.has_bias) y = R(D, F.add.f(y, "ldb(j)", ""));
+    // layer: the corrected two pass of functional.ts (x - m0, centred again by its own mean)
+    const centred = `let d0 = ${R(D, F.sub.f("ldx(o + j)", "m0", ""))}; let d = ${R(D, F.sub.f("d0", "cm", ""))};`;
     const body = kind === "layer"
       ? `if (i >= p(0u)) { return; }
   let o = i * ${N}u;
-  var s1 = 0.0;
-  for (var j = 0u; j < ${N}u; j++) { s1 = s1 + ldx(o + j); }
-  let mu = ${R(D, F.div.f(R(D, "s1"), c1, ""))};
-  var s2 = 0.0;
-  for (var j = 0u; j < ${N}u; j++) { let d = ${R(D, F.sub.f("ldx(o + j)", "mu", ""))}; s2 = s2 + ${R(D, F.mul.f("d", "d", ""))}; }
-  let rs = ${rs("s2", c2)};
-  for (var j = 0u; j < ${N}u; j++) { let d = ${R(D, F.sub.f("ldx(o + j)", "mu", ""))}; out[o + j] = ${y}; }`
+  ${rowSum("s1", N, "", "ldx(o + j)")}
+  let m0 = ${R(D, F.div.f(R(D, "s1"), c1, ""))};
+  ${rowSum("s2", N, "", R(D, F.sub.f("ldx(o + j)", "m0", "")))}
+  let cm = ${R(D, F.div.f(R(D, "s2"), c2, ""))};
+  ${rowSum("s3", N, centred, R(D, F.mul.f("d", "d", "")))}
+  let rs = ${rs("s3", cv)};
+  for (var j = 0u; j < ${N}u; j++) { ${centred} out[o + j] = ${y}; }`
       : `if (i >= p(0u)) { return; }
   let o = i * ${N}u;
-  var s = 0.0;
-  for (var j = 0u; j < ${N}u; j++) { let xv = ldx(o + j); s = s + ${R(D, F.mul.f("xv", "xv", ""))}; }
-  let rs = ${rs("s", c1)};
+  ${rowSum("s", N, "let xv = ldx(o + j);", R(D, F.mul.f("xv", "xv", "")))}
+  let rs = ${rs("s", cv)};
   for (var j = 0u; j < ${N}u; j++) { let xv = ldx(o + j); out[o + j] = ${y}; }`;
     ctx.q.dispatch({ source: source(out.t, b.decls, fns, 64, body), access: ["rw", ...b.bufs.map(() => "r" as const)] }, [rows, ...b.params], [out.buf, ...b.bufs], groupsFor(rows, 64));
   };

@@ -3,8 +3,8 @@
  * generated kernels must reproduce; `grad` is written with tensor methods.
  * Composites (gelu, silu, softmax, clamp...) live on the tensor surface, built from these.
  */
-import { isFloating, promoteFloat, type DType } from "../../tensor/dtype.ts";
-import { LoomDtypeError } from "../../tensor/errors.ts";
+import { isFloating, isIntegral, promoteFloat, type DType } from "../../tensor/dtype.ts";
+import { LoomDtypeError, LoomValueError } from "../../tensor/errors.ts";
 import { boolDtype, broadcastAll, floatDtype, resultType, sameDtype, sameShape } from "../infer.ts";
 import { defineOp, type Diff, type ElementwiseOp, type GradFn, type Meta } from "../op.ts";
 
@@ -55,8 +55,10 @@ const TWO_OVER_SQRT_PI = 1.1283791670955126;
 
 // ---- unary -------------------------------------------------------------------------------
 export const neg = unary("neg", (x) => -x, noBool("neg"), (g) => [g.neg()]);
+// d|x|/dx = sign(x), which is 0 at 0 and at NaN (torch: grad · sgn(x))
 export const abs = unary("abs", Math.abs, sameDtype, (g, [x]) => [g.mul(x!.sign())]);
-export const sign = unary("sign", Math.sign, sameDtype, (g) => [g.zeros_like()]);
+/** torch.sign: -1, 0 or 1; NaN and -0 give 0, as torch's (0 < x) - (x < 0). */
+export const sign = unary("sign", (x) => (x > 0 ? 1 : x < 0 ? -1 : 0), sameDtype, (g) => [g.zeros_like()]);
 export const exp = unary("exp", Math.exp, floatDtype, (g, _, out) => [g.mul(out)]);
 export const log = unary("log", Math.log, floatDtype, (g, [x]) => [g.div(x!)]);
 export const log1p = unary("log1p", Math.log1p, floatDtype, (g, [x]) => [g.div(x!.add(1))]);
@@ -68,7 +70,8 @@ export const cos = unary("cos", Math.cos, floatDtype, (g, [x]) => [g.mul(x!.sin(
 export const tanh = unary("tanh", Math.tanh, floatDtype, (g, _, out) => [g.mul(out.mul(out).neg().add(1))]);
 export const sigmoid = unary("sigmoid", (x) => 1 / (1 + Math.exp(-x)), floatDtype, (g, _, out) => [g.mul(out.mul(out.neg().add(1)))]);
 export const relu = unary("relu", (x) => (x > 0 || Number.isNaN(x) ? x : 0), // NaN propagates, as torch
-  noBool("relu"), (g, _, out) => [g.mul(mask(out.gt(0), g))]);
+  // torch's threshold_backward: zero where out <= 0, so a NaN input passes its gradient through
+  noBool("relu"), (g, _, out) => [g.zeros_like().where(out.le(0), g)]);
 export const erf_ = unary("erf", erf, floatDtype, (g, [x]) => [g.mul(x!.mul(x!).neg().exp().mul(TWO_OVER_SQRT_PI))]);
 export const floor = unary("floor", Math.floor, sameDtype, (g) => [g.zeros_like()]);
 export const ceil = unary("ceil", Math.ceil, sameDtype, (g) => [g.zeros_like()]);
@@ -78,7 +81,8 @@ export const round = unary("round", (x) => {
   return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }, sameDtype, (g) => [g.zeros_like()]);
 export const isnan = unary("isnan", (x) => (Number.isNaN(x) ? 1 : 0), boolDtype);
-export const logical_not = unary("logical_not", (x) => (x ? 0 : 1), boolDtype);
+/** NaN is true in logical ops, as in torch (only 0 is false). */
+export const logical_not = unary("logical_not", (x) => (x === 0 ? 1 : 0), boolDtype);
 
 /** Copy into a dense row-major buffer (identity on values). */
 export const contiguous = unary("contiguous", (x) => x, sameDtype, (g) => [g]);
@@ -122,8 +126,8 @@ export const remainder = binary("remainder", (a, b) => a - Math.floor(a / b) * b
 export const pow = binary("pow", Math.pow, noBool("pow"), (g, [a, b], out, _a, needs) => [
   // d/da a^b = b a^(b-1), 0 where b == 0 (torch masks it so 0^0 has no NaN gradient)
   needs[0] ? g.mul(b!).mul(a!.pow(b!.sub(1))).where(b!.ne(0), 0).sum_to_size(a!.shape) : null,
-  // d/db a^b = a^b log a, 0 where a == 0 (torch: masked for a == 0, b >= 0)
-  needs[1] ? g.mul(out).mul(a!.log()).where(a!.ne(0), 0).sum_to_size(b!.shape) : null,
+  // d/db a^b = a^b log a, 0 where a == 0 and b >= 0 (torch's mask; a = 0, b < 0 gives inf·-inf)
+  needs[1] ? g.mul(out).mul(a!.log()).where(a!.ne(0).logical_or(b!.lt(0)), 0).sum_to_size(b!.shape) : null,
 ]);
 /** torch.maximum: at ties the gradient is split evenly between the inputs. */
 export const maximum = binary("maximum", (a, b) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b)), arith, (g, [a, b], _o, _a, needs) => {
@@ -146,8 +150,43 @@ export const lt = binary("lt", (a, b) => (a < b ? 1 : 0), boolDtype);
 export const le = binary("le", (a, b) => (a <= b ? 1 : 0), boolDtype);
 export const gt = binary("gt", (a, b) => (a > b ? 1 : 0), boolDtype);
 export const ge = binary("ge", (a, b) => (a >= b ? 1 : 0), boolDtype);
-export const logical_and = binary("logical_and", (a, b) => (a && b ? 1 : 0), boolDtype);
-export const logical_or = binary("logical_or", (a, b) => (a || b ? 1 : 0), boolDtype);
+export const logical_and = binary("logical_and", (a, b) => (a !== 0 && b !== 0 ? 1 : 0), boolDtype);
+export const logical_or = binary("logical_or", (a, b) => (a !== 0 || b !== 0 ? 1 : 0), boolDtype);
+
+// ---- integer results ---------------------------------------------------------------------
+/**
+ * Integer tensors hold integers only. For an elementwise op whose result dtype is int32, int64,
+ * int8 or uint8, the check each result r (from inputs a, b) must pass: it returns r or throws
+ * LoomValueError naming the op and dtype. torch raises "ZeroDivisionError" for integer
+ * floor_divide/remainder (and div with a rounding mode) by 0, and "Integers to negative integer
+ * powers are not allowed"; a cast of inf/NaN to an integer dtype is undefined in torch and refused
+ * here, as is any other non-finite result. Every backend applies the same rule (native:
+ * elementwise.c int_check, with these messages).
+ * @returns null for non-integer dtypes
+ */
+export function intResultCheck(op: string, dtype: DType): ((r: number, a: number, b: number) => number) | null {
+  if (!isIntegral(dtype)) return null;
+  const finite = (r: number): number => {
+    if (Number.isFinite(r)) return r;
+    throw new LoomValueError(op === "cast"
+      ? `[cast] cannot convert ${r} to ${dtype}: integer tensors hold integers only`
+      : `[${op}] result ${r} cannot be stored in a ${dtype} tensor`);
+  };
+  switch (op) {
+    case "floor_divide": case "remainder":
+      return (r, _a, b) => {
+        if (b === 0) throw new LoomValueError(`[${op}] ZeroDivisionError: integer division by zero (${dtype})`);
+        return finite(r);
+      };
+    case "pow":
+      return (r, _a, b) => {
+        if (b < 0) throw new LoomValueError(`[pow] integers to negative integer powers are not allowed (${dtype})`);
+        return finite(r);
+      };
+    default:
+      return finite;
+  }
+}
 
 // ---- ternary -----------------------------------------------------------------------------
 /** torch.where(condition, input, other): condition must be bool. */

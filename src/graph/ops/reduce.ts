@@ -3,7 +3,7 @@
  * mean, var, std, logsumexp and max/min with indices are composites on the surface.
  */
 import { isFloating, isIntegral, type DType } from "../../tensor/dtype.ts";
-import { LoomIndexError } from "../../tensor/errors.ts";
+import { LoomIndexError, fmtShape } from "../../tensor/errors.ts";
 import { normalizeDim } from "../../tensor/shape.ts";
 import { forEachStrided, type TensorData } from "../../tensor/storage.ts";
 import { requireFloat } from "../infer.ts";
@@ -26,6 +26,16 @@ function keepdimView<T extends Diff<T>>(g: T, inShape: readonly number[], a: Red
 }
 
 const reduceShape = (i: readonly Meta[], a: ReduceAttrs) => reducedShape(i[0]!.shape, a.dim, a.keepdim);
+
+/** amax/amin have no identity: reducing a dim of size 0 is an error (torch), raised at record time. */
+function extremeShape(name: string) {
+  return (i: readonly Meta[], a: ReduceAttrs): number[] => {
+    const x = i[0]!.shape;
+    const d = a.dim.find((k) => x[k] === 0);
+    if (d !== undefined) throw new LoomIndexError(`[${name}] expected reduction dim ${d} to have non-zero size (input shape ${fmtShape(x)})`);
+    return reducedShape(x, a.dim, a.keepdim);
+  };
+}
 const describe = (a: ReduceAttrs) => `dim=[${a.dim.join(",")}]${a.keepdim ? " keepdim" : ""}`;
 
 /** torch.sum: integer and bool inputs accumulate in int64. */
@@ -48,13 +58,13 @@ const nanMin = (acc: number, x: number) => (x < acc || Number.isNaN(x) ? x : acc
 
 export const amax = defineOp<ReduceAttrs, ReduceOp>({
   kind: "reduce", arity: 1, name: "amax", init: -Infinity, step: nanMax,
-  shape: reduceShape, dtype: (i) => i[0]!.dtype,
+  shape: extremeShape("amax"), dtype: (i) => i[0]!.dtype,
   grad: (g, [x], out, a) => [extremeGrad(g, x!, out, a)],
   describe,
 });
 export const amin = defineOp<ReduceAttrs, ReduceOp>({
   kind: "reduce", arity: 1, name: "amin", init: Infinity, step: nanMin,
-  shape: reduceShape, dtype: (i) => i[0]!.dtype,
+  shape: extremeShape("amin"), dtype: (i) => i[0]!.dtype,
   grad: (g, [x], out, a) => [extremeGrad(g, x!, out, a)],
   describe,
 });
@@ -74,8 +84,13 @@ function argOp(name: "argmax" | "argmin", largest: boolean): KernelOp<ArgAttrs> 
   return defineOp<ArgAttrs, KernelOp<ArgAttrs>>({
     kind: "kernel", arity: 1, name,
     shape: ([x], a) => {
-      if (a.dim === null) return a.keepdim ? x!.shape.map(() => 1) : [];
-      const d = normalizeDim(name, a.dim, x!.shape.length);
+      const s = x!.shape;
+      if (a.dim === null) {
+        if (s.includes(0)) throw new LoomIndexError(`[${name}] expected reduction dim to be specified for input.numel() == 0 (input shape ${fmtShape(s)})`);
+        return a.keepdim ? s.map(() => 1) : [];
+      }
+      const d = normalizeDim(name, a.dim, s.length);
+      if (s[d] === 0) throw new LoomIndexError(`[${name}] expected reduction dim ${d} to have non-zero size (input shape ${fmtShape(s)})`);
       if (x!.shape.length === 0) return [];
       return reducedShape(x!.shape, [d], a.keepdim);
     },

@@ -195,19 +195,20 @@ export interface NormAttrs {
 }
 
 /**
- * layer_norm as functional.ts writes it: mu = sum(x)/n; d = x - mu; var = sum(d·d)/n;
- * y = d · rsqrt(var + eps) [· w] [+ b]. Inputs [x, n, n, eps, w?, b?] (n and eps are the graph's
- * own 0-d constants, so their rounding is theirs).
+ * layer_norm as functional.ts writes it (a corrected two pass): m0 = sum(x)/n; d0 = x - m0;
+ * d = d0 - sum(d0)/n; var = sum(d·d)/n; y = d · rsqrt(var + eps) [· w] [+ b].
+ * Inputs [x, n, n, n, eps, w?, b?] (n and eps are the graph's own 0-d constants, so their
+ * rounding is theirs).
  */
 export const fused_layer_norm = defineOp<NormAttrs, KernelOp<NormAttrs>>({
   kind: "kernel", arity: "variadic", name: "fused_layer_norm",
   shape: ([x]) => [...x!.shape],
   dtype: ([x]) => x!.dtype,
-  ref: ([x, n1, n2, eps, ...wb], a, out) => {
+  ref: ([x, n1, n2, n3, eps, ...wb], a, out) => {
     const R = roundTo(out.dtype), S = storeRound(out.dtype);
     const X = values(x!);
     const N = x!.shape.slice(x!.shape.length - a.dims).reduce((p, s) => p * s, 1);
-    const c1 = values(n1!)[0]!, c2 = values(n2!)[0]!, ce = values(eps!)[0]!;
+    const c1 = values(n1!)[0]!, c2 = values(n2!)[0]!, c3 = values(n3!)[0]!, ce = values(eps!)[0]!;
     const W = a.has_weight ? values(wb[0]!) : null;
     const B = a.has_bias ? values(wb[a.has_weight ? 1 : 0]!) : null;
     const d = new Float64Array(N);
@@ -215,13 +216,19 @@ export const fused_layer_norm = defineOp<NormAttrs, KernelOp<NormAttrs>>({
       const o = r * N;
       let s1 = sum.init;
       for (let j = 0; j < N; j++) s1 = sum.step(s1, X[o + j]!);
-      const mu = R(div.ref(S(s1), c1, 0));
+      const m0 = R(div.ref(S(s1), c1, 0));
       let s2 = sum.init;
       for (let j = 0; j < N; j++) {
-        d[j] = R(sub.ref(X[o + j]!, mu, 0));
-        s2 = sum.step(s2, R(mul.ref(d[j]!, d[j]!, 0)));
+        d[j] = R(sub.ref(X[o + j]!, m0, 0));
+        s2 = sum.step(s2, d[j]!);
       }
-      const rs = R(rsqrt.ref(R(add.ref(R(div.ref(S(s2), c2, 0)), ce, 0)), 0, 0));
+      const c = R(div.ref(S(s2), c2, 0));
+      let s3 = sum.init;
+      for (let j = 0; j < N; j++) {
+        d[j] = R(sub.ref(d[j]!, c, 0));
+        s3 = sum.step(s3, R(mul.ref(d[j]!, d[j]!, 0)));
+      }
+      const rs = R(rsqrt.ref(R(add.ref(R(div.ref(S(s3), c3, 0)), ce, 0)), 0, 0));
       for (let j = 0; j < N; j++) {
         let y = R(mul.ref(d[j]!, rs, 0));
         if (W) y = R(mul.ref(y, W[j]!, 0));

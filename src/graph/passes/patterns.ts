@@ -8,7 +8,8 @@
  * - softmax:   m = amax(v, d, keepdim); e = exp(v - m); e / sum(e, d, keepdim)   (TensorOps.softmax),
  *              v may be an elementwise prologue of x (scale, mask: x·s, where(mask, -inf, ·), x + m)
  * - attention: softmax(prologue(q @ kᵀ)) @ v                                     (scaled_dot_product_attention)
- * - layer_norm: mu = sum(x)/n; d = x - mu; d · rsqrt(sum(d·d)/n + eps) [· w] [+ b]  (F.layer_norm)
+ * - layer_norm: m0 = sum(x)/n; d0 = x - m0; d = d0 - sum(d0)/n; d · rsqrt(sum(d·d)/n + eps) [· w] [+ b]
+ *              (F.layer_norm, a corrected two pass)
  * - rms_norm:  x · rsqrt(sum(x·x)/n + eps) [· w]                                  (F.rms_norm)
  * - lora_linear: (x @ Wᵀ [+ b]) + (x @ Aᵀ @ Bᵀ) · s                                (PEFT's forward)
  * linear+bias+GELU and linear+residual need no pattern: they are matmuls with an elementwise
@@ -203,21 +204,24 @@ function matchLayerNorm(c: Ctx, r: GNode): Match | null {
   if (!op(q, "mul") || q.inputs[0] !== q.inputs[1]) return null;
   const d = q.inputs[0]!;
   if (!op(d, "sub")) return null;
-  const [x, mu] = d.inputs as [GNode, GNode];
-  const m1 = meanOf(mu, x), m2 = meanOf(vr, q);
-  if (!m1 || !m2 || !shapesEqual(dimsOf(m1[0]).dim, dimsOf(m2[0]).dim)) return null;
+  const [d0, cm] = d.inputs as [GNode, GNode];
+  if (!op(d0, "sub")) return null;
+  const [x, m0] = d0.inputs as [GNode, GNode];
+  const m1 = meanOf(m0, x), m2 = meanOf(cm, d0), m3 = meanOf(vr, q);
+  if (!m1 || !m2 || !m3 || !shapesEqual(dimsOf(m1[0]).dim, dimsOf(m3[0]).dim) || !shapesEqual(dimsOf(m2[0]).dim, dimsOf(m3[0]).dim)) return null;
   const ry = c.users.get(r)!;
   const y = ry.length === 1 ? ry[0]! : null;
   if (!y || !op(y, "mul") || other(y, r) !== d) return null;
   const D = x.dtype;
-  if (!patternDtype(D) || ![d, q, vr, re.add, r, y, mu].every((n) => n.dtype === D)) return null;
-  if (!onlyUsedBy(c, m1[0], [mu]) || !onlyUsedBy(c, mu, [d]) || !onlyUsedBy(c, d, [q, y]) || !onlyUsedBy(c, q, [m2[0]]) ||
-    !onlyUsedBy(c, m2[0], [vr]) || !onlyUsedBy(c, vr, [re.add]) || !onlyUsedBy(c, re.add, [r]) || !onlyUsedBy(c, r, [y])) return null;
+  if (!patternDtype(D) || ![m0, d0, cm, d, q, vr, re.add, r, y].every((n) => n.dtype === D)) return null;
+  if (!onlyUsedBy(c, m1[0], [m0]) || !onlyUsedBy(c, m0, [d0]) || !onlyUsedBy(c, d0, [m2[0], d]) || !onlyUsedBy(c, m2[0], [cm]) ||
+    !onlyUsedBy(c, cm, [d]) || !onlyUsedBy(c, d, [q, y]) || !onlyUsedBy(c, q, [m3[0]]) ||
+    !onlyUsedBy(c, m3[0], [vr]) || !onlyUsedBy(c, vr, [re.add]) || !onlyUsedBy(c, re.add, [r]) || !onlyUsedBy(c, r, [y])) return null;
   const nd = dimsOf(m1[0]).dim.length;
   const tail = affineTail(c, y, x.shape.slice(x.shape.length - nd), true);
-  const ins = [x, m1[1], m2[1], re.eps, ...(tail.w ? [tail.w] : []), ...(tail.b ? [tail.b] : [])];
+  const ins = [x, m1[1], m2[1], m3[1], re.eps, ...(tail.w ? [tail.w] : []), ...(tail.b ? [tail.b] : [])];
   const node = mkNode(fused_layer_norm, ins, { dims: nd, has_weight: !!tail.w, has_bias: !!tail.b }, x.shape, D, tail.last.origins, tail.last.retain);
-  return { root: tail.last, node, internal: [m1[0], mu, d, q, m2[0], vr, re.add, r, y, ...tail.nodes] };
+  return { root: tail.last, node, internal: [m1[0], m0, d0, m2[0], cm, d, q, m3[0], vr, re.add, r, y, ...tail.nodes] };
 }
 
 function matchRmsNorm(c: Ctx, r: GNode): Match | null {

@@ -14,6 +14,7 @@ import { fmtShape } from "../../tensor/errors.ts";
 import { numel } from "../../tensor/shape.ts";
 import type { TensorData } from "../../tensor/storage.ts";
 import type { ElementwiseOp } from "../op.ts";
+import { intResultCheck } from "../ops/elementwise.ts";
 
 /** Read input `input` at base.offset + offset + Σ idx[d]·strides[d] (strides over the program's index space). */
 export interface LoadInstr {
@@ -111,7 +112,9 @@ export function evaluator(p: Program, ins: readonly TensorData[]): (idx: ArrayLi
       return { c, data: t.data, base: t.offset + c.offset, dec, round: null, ref: null };
     }
     if (c.k === "acc") return { c, data: null, base: 0, dec: null, round: null, ref: null };
-    return { c, data: null, base: 0, dec: null, round: roundTo(c.dtype), ref: c.op.ref };
+    // integer results are checked as every backend checks them (elementwise.ts intResultCheck)
+    const chk = intResultCheck(c.op.name, c.dtype), ref = c.op.ref;
+    return { c, data: null, base: 0, dec: null, round: roundTo(c.dtype), ref: chk ? (a: number, b: number, x: number) => chk(ref(a, b, x), a, b) : ref };
   });
   return (idx, acc) => {
     for (let i = 0; i < n; i++) {
