@@ -145,6 +145,10 @@ export class WebGpuBackend implements Backend, Ctx {
   // ---- graph compiler -------------------------------------------------------------------------
   /** Every fused op of the registry has a WGSL kernel (fused.ts). */
   readonly fusedOps: readonly string[] = Object.keys(FUSED_KERNELS);
+  /** Storage bindings per kernel less the output (fused kernels bind one buffer per distinct input). */
+  get maxKernelInputs(): number {
+    return this.gpu.device.limits.maxStorageBuffersPerShaderStage - 1;
+  }
 
   /** A kernel for a compiled plan: records the op into the plan's (GPU) output buffer. */
   prepare(op: OpDef, _inputs: readonly InputLayout[], attrs: unknown, _shape: readonly number[], _dtype: DType): PreparedKernel {
