@@ -145,9 +145,12 @@ export class WebGpuBackend implements Backend, Ctx {
   // ---- graph compiler -------------------------------------------------------------------------
   /** Every fused op of the registry has a WGSL kernel (fused.ts). */
   readonly fusedOps: readonly string[] = Object.keys(FUSED_KERNELS);
-  /** Storage bindings per kernel less the output (fused kernels bind one buffer per distinct input). */
+  /**
+   * Storage bindings per kernel less two: the output, and the partials buffer that the last pass
+   * of a long fused reduction binds beside the inputs its epilogue may read (reduce.ts).
+   */
   get maxKernelInputs(): number {
-    return this.gpu.device.limits.maxStorageBuffersPerShaderStage - 1;
+    return this.gpu.device.limits.maxStorageBuffersPerShaderStage - 2;
   }
 
   /** A kernel for a compiled plan: records the op into the plan's (GPU) output buffer. */
