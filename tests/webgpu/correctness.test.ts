@@ -95,6 +95,21 @@ describe.if(WEBGPU)("webgpu index errors belong to the tensors whose kernel fail
     await expect(bad.data()).rejects.toThrow(msg7);
   });
 
+  test("errors survive the reuse of the error ring (16384 cells: one per index dispatch)", () => {
+    const x = G(loom.tensor([1, 2], { dtype: "float32" }));
+    const bad = x.index_select(0, G(loom.tensor([5], { dtype: "int64" })));
+    const i1 = G(loom.tensor([1], { dtype: "int64" }));
+    const kept: loom.Tensor[] = [];
+    for (let k = 0; k < 17_000; k++) {
+      const y = x.index_select(0, i1);
+      if (k % 4000 === 0) kept.push(y);
+    }
+    for (const y of kept) expect(y.tolist()).toEqual([2]);
+    expect(() => bad.tolist()).toThrow("[index_select] index 5 is out of bounds for dimension 0 with size 2");
+    expect(() => x.index_select(0, G(loom.tensor([6], { dtype: "int64" }))).tolist()).toThrow("[index_select] index 6 is out of bounds");
+    expect(x.index_select(0, i1).tolist()).toEqual([2]);
+  }, 60_000);
+
   test("negative indices raise (PyTorch rejects them), eager and lazy", () => {
     const w = W(), neg = G(loom.tensor([-1], { dtype: "int64" }));
     const sel = "[index_select] index -1 is out of bounds for dimension 0 with size 5";
