@@ -69,9 +69,10 @@ export type RowStore = (acc: string) => string;
 
 /**
  * One row-reduction pass. "serial": a thread per row folding blocks of 8 values, the blocks'
- * folds then folded (at most 8 + R/8 roundings per sum for R < SERIAL_MAX). "tile": a workgroup per (row, tile of TILE elements);
- * each thread folds PER elements strided by WG (coalesced), then a tree in workgroup memory;
- * with G > 1 tiles the partials go to `out[o * G + tile]` for the next pass.
+ * folds then folded (at most 8 + R/8 roundings per sum for R < SERIAL_MAX). "tile": a workgroup
+ * per (row, tile of TILE elements); each thread folds PER elements strided by WG (coalesced),
+ * then a tree in workgroup memory; with G > 1 tiles the partials go to `out[o * G + tile]` for
+ * the next pass.
  */
 function passSource(mode: "serial" | "tile", fold: Fold, ct: Wgsl, outT: Wgsl, src: RowSource, store: RowStore | null): string {
   const body = mode === "serial"
@@ -124,11 +125,11 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(workgroup_id) wid: v
 
 /**
  * Reduce `outN` rows of `R` elements read through `src` into `out` (binding 1, element type
- * `outT`), `store` writing each row's result. Never a long sequential float sum: rows of at most
- * SERIAL_MAX fold in blocks of 8 in one thread; longer rows fold PER elements per thread, then trees
- * over a workgroup's WG threads and, across tiles, further passes over the partials (a total of
- * at most ~PER + log2(R) roundings on any path, so 2^25 ones sum exactly). The last pass binds
- * the source's buffers too (an epilogue may read them) and the partials after them.
+ * `outT`), `store` writing each row's result. Never a long sequential float sum: rows shorter
+ * than SERIAL_MAX fold in blocks of 8 in one thread; longer rows fold PER elements per thread,
+ * then trees over a workgroup's WG threads and, across tiles, further passes over the partials
+ * (about PER + log2(R) roundings on any path, so 2^25 ones sum exactly). The last pass binds the
+ * source's buffers too (an epilogue may read them) and the partials after them.
  */
 export function reduceRows(ctx: Ctx, op: string, fold: Fold, ct: Wgsl, outN: number, R: number, src: RowSource, out: { buf: PBuf; t: Wgsl }, store: RowStore): void {
   if (outN === 0) return;
