@@ -162,7 +162,7 @@ export class WebGpuBackend implements Backend, Ctx {
    * of a long fused reduction binds beside the inputs its epilogue may read (reduce.ts).
    */
   get maxKernelInputs(): number {
-    return this.gpu.device.limits.maxStorageBuffersPerShaderStage - 2;
+    return this.q.maxBuffers - 2;
   }
 
   /** A kernel for a compiled plan: records the op into the plan's (GPU) output buffer. */

@@ -101,9 +101,12 @@ export class CommandQueue {
   /** Cells handed out since the last `takeCells()` (the backend gives them to the op's output). */
   private opCells: ErrCell[] = [];
   maxDispatches = 2048;
+  /** The adapter's maxStorageBuffersPerShaderStage (the fuser keeps kernels within it). */
+  readonly maxBuffers: number;
 
   constructor(readonly ctx: GpuContext) {
     this.device = ctx.device;
+    this.maxBuffers = this.device.limits.maxStorageBuffersPerShaderStage;
     this.pool = new BufferPool(this.device, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
     this.staging = new BufferPool(this.device, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
     this.errBuf = this.device.createBuffer({ size: ERR_CELLS * 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
@@ -168,6 +171,7 @@ export class CommandQueue {
     const [gx, gy, gz] = typeof groups === "number" ? [Math.min(groups, 65535), Math.ceil(groups / 65535), 1] : groups;
     if (gx === 0 || gy === 0 || gz === 0) return;
     if (params.length > PARAM_WORDS) throw new LoomValueError(`[webgpu] kernel needs ${params.length} parameter words (max ${PARAM_WORDS})`);
+    if (buffers.length > this.maxBuffers) throw new LoomValueError(`[webgpu] kernel binds ${buffers.length} storage buffers (the adapter allows ${this.maxBuffers} per shader stage)`);
     const { pipeline, layout, layoutKey } = this.pipelineFor(k);
     const slot = this.slots++;
     const ci = Math.floor(slot / SLOTS_PER_CHUNK);
