@@ -65,6 +65,11 @@ export interface Backend {
    */
   readonly fusedOps?: readonly string[];
   /**
+   * Most distinct input buffers one kernel may read (webgpu: the adapter's storage buffers per
+   * shader stage less the output); the fuser keeps every group within it. Absent: unbounded.
+   */
+  readonly maxKernelInputs?: number;
+  /**
    * Prepare a non-view op for a compiled plan, writing into a buffer the plan owns. Absent: the
    * plan calls `run` and copies the result into its buffer.
    */

@@ -42,9 +42,9 @@ export interface Compiled {
   hit: boolean;
 }
 
-/** Fused ops the backend can run (none for backends that cannot prepare kernels). */
+/** Fused ops the backend can run (none for backends that cannot prepare kernels), and its kernels' input limit. */
 function capsOf(backend: Backend): FusionCaps {
-  return { fused: new Set(backend.prepare ? backend.fusedOps ?? [] : []) };
+  return { fused: new Set(backend.prepare ? backend.fusedOps ?? [] : []), maxInputs: backend.maxKernelInputs };
 }
 
 /**

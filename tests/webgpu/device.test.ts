@@ -87,11 +87,11 @@ describe.if(WEBGPU)("webgpu device", () => {
     expect(sq.tolist()).toEqual([[0, 0], [0, 0]]);
   });
 
-  test("an out-of-range index is reported at the next readback as LoomIndexError", () => {
+  test("an out-of-range index is reported at the readback of its result as LoomIndexError", () => {
     const x = loom.randn([3, 4]).to("webgpu");
     const bad = x.gather(1, loom.tensor([[0], [4], [1]]).to("webgpu"));
     expect(() => bad.tolist()).toThrow("[gather] index 4 is out of bounds for dimension 1 with size 4 (detected on the webgpu device)");
-    expect(x.gather(1, loom.tensor([[0], [-1], [1]]).to("webgpu")).shape).toEqual([3, 1]); // error state cleared
+    expect(x.gather(1, loom.tensor([[0], [3], [1]]).to("webgpu")).shape).toEqual([3, 1]); // other results are fine
     expect(() => x.index_select(0, loom.tensor([3]).to("webgpu")).dataSync()).toThrow("[index_select] index 3 is out of bounds");
   });
 

@@ -82,6 +82,15 @@ export class WebGpuBackend implements Backend, Ctx {
     for (const v of this.temps) this.q.pool.release(v.buf);
     this.temps = [];
   }
+  /**
+   * After recording an op writing `out`: its error cells are those of its GPU inputs and of the
+   * op's own checking dispatches (`replace`: the op wrote all of out's storage).
+   */
+  private passErrors(out: GpuData, inputs: readonly TensorData[], replace: boolean): void {
+    const cells = this.q.takeCells();
+    for (const t of inputs) if (isGpu(t) && t.storage !== out.storage) cells.push(...t.storage.errorCells());
+    out.storage.setErrorCells(cells, replace);
+  }
 
   /** An operand: 1-element host data becomes an immediate (no upload), else a buffer view. */
   operand(t: TensorData, op: string): Operand {
@@ -112,6 +121,7 @@ export class WebGpuBackend implements Backend, Ctx {
   /** Record `op` writing the dense GPU tensor `out` (a fresh buffer or a plan's workspace). */
   private runInto(op: OpDef, inputs: readonly TensorData[], attrs: any, out: GpuData): void {
     if (numel(out.shape) === 0) return;
+    this.q.takeCells();
     try {
       const o = this.outView(out);
       switch (op.kind) {
@@ -139,12 +149,21 @@ export class WebGpuBackend implements Backend, Ctx {
     } finally {
       this.endOp();
     }
+    // an in-place plan step reads the storage it writes: keep what it read
+    this.passErrors(out, inputs, !inputs.some((t) => isGpu(t) && t.storage === out.storage));
     out.storage.invalidate(); // workspace regions are rewritten by every plan run
   }
 
   // ---- graph compiler -------------------------------------------------------------------------
   /** Every fused op of the registry has a WGSL kernel (fused.ts). */
   readonly fusedOps: readonly string[] = Object.keys(FUSED_KERNELS);
+  /**
+   * Storage bindings per kernel less two: the output, and the partials buffer that the last pass
+   * of a long fused reduction binds beside the inputs its epilogue may read (reduce.ts).
+   */
+  get maxKernelInputs(): number {
+    return this.q.maxBuffers - 2;
+  }
 
   /** A kernel for a compiled plan: records the op into the plan's (GPU) output buffer. */
   prepare(op: OpDef, _inputs: readonly InputLayout[], attrs: unknown, _shape: readonly number[], _dtype: DType): PreparedKernel {
@@ -207,7 +226,9 @@ export class WebGpuBackend implements Backend, Ctx {
       if (isGpu(src) && src.storage === dst.storage) {
         s = this.run(OPS_CONTIGUOUS, [src], {}, src.shape, src.dtype); // read fully before writing: they may overlap
       }
+      this.q.takeCells();
       launchElementwise(this, "contiguous", [this.broadcastOperand(s, dst.shape, "copy_")], dst.shape, { view: this.outView(dst), dense: false });
+      this.passErrors(dst, [src], false);
     } finally {
       this.endOp();
     }
@@ -262,8 +283,13 @@ export class WebGpuBackend implements Backend, Ctx {
    */
   adamw(args: AdamWArgs): boolean {
     if (!adamwApplies(args) || ![args.p, args.m, args.v].every(isGpu)) return false;
+    this.q.takeCells();
     adamwStep(this, args);
-    for (const t of [args.p, args.m, args.v]) if (isGpu(t)) t.storage.invalidate();
+    for (const t of [args.p, args.m, args.v]) {
+      if (!isGpu(t)) continue;
+      this.passErrors(t, [args.p, args.g, args.m, args.v], false);
+      t.storage.invalidate();
+    }
     return true;
   }
 

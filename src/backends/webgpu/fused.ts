@@ -1,7 +1,8 @@
 /**
  * Kernels for the graph compiler's fused ops (src/graph/passes/fused_ops.ts is the spec: every
  * step rounded to its dtype as the unfused op would store it). Generic fusion: fused_elementwise
- * (one kernel per program), fused_reduce (prologue program folded, epilogue program applied),
+ * (one kernel per program), fused_reduce (prologue program folded in lanes/trees as reduce.ts's
+ * `reduceRows`, epilogue program applied),
  * fused_matmul (the tiled/naive GEMM with a program epilogue). Named patterns: fused_softmax,
  * fused_layer_norm, fused_rms_norm (one thread per row, reading the row four/two times; row sums
  * in two levels, see rowSum),
@@ -20,7 +21,7 @@ import { EW_WGSL, computeType, helpersFor, type Operand } from "./elementwise.ts
 import { launchMatmul, type Epilogue } from "./matmul.ts";
 import { bindInputs, classOf, programFn, unravelInto, type InputAccess } from "./program.ts";
 import { PARAMS_WGSL } from "./queue.ts";
-import { REDUCE_WGSL } from "./reduce.ts";
+import { REDUCE_WGSL, reduceRows } from "./reduce.ts";
 
 /** A fused-op launcher: inputs as operands (host scalars become parameters), `out` dense. */
 export type FusedLaunch = (ctx: Ctx, ins: readonly TensorData[], attrs: any, out: View) => void;
@@ -80,7 +81,7 @@ const fused_reduce: FusedLaunch = (ctx, ins, a: FusedReduceAttrs, out) => {
   const keptShape = kept.map((d) => shape[d]!), redShape = a.dim.map((d) => shape[d]!);
   const outN = numelOf(keptShape), R_ = numelOf(redShape);
   if (outN === 0) return;
-  const b = bindInputs(operands(ctx, ins), out, 2, 1);
+  const b = bindInputs(operands(ctx, ins), out, 2, 3);
   const pro = programFn("pro", a.prologue, b.access);
   const ct = computeType(a.dtype, [{ dtype: a.prologue.code[a.prologue.out]!.dtype }]);
   const fold = REDUCE_WGSL[a.reduce.name as keyof typeof REDUCE_WGSL][ct];
@@ -92,20 +93,16 @@ const fused_reduce: FusedLaunch = (ctx, ins, a: FusedReduceAttrs, out) => {
     for (let k = sh.length - 1; k >= 0; k--) lines.push(k > 0 ? `${c}[${dims[k]}] = r_${v} % ${sh[k]}u; r_${v} = r_${v} / ${sh[k]}u;` : `${c}[${dims[0]}] = r_${v};`);
     return lines.join(" ");
   };
-  const result = storeExpr(accD, ct, "acc");
-  const store = epi ? `${unravelInto("ce", "i", a.epilogue!.shape)}\n  out[i] = epi(ce, ${result});` : `out[i] = ${result};`;
-  const body = `if (i >= p(0u)) { return; }
-  var c: array<u32, ${Math.max(shape.length, 1)}>;
-  ${set("c", "i", kept, keptShape)}
-  var acc: ${ct} = ${fold.init};
-  for (var j = 0u; j < ${R_}u; j++) {
-    ${set("c", "j", a.dim, redShape)}
-    let v = ${convertExpr(pro.outT, ct, "pro(c, 0.0)")};
-    acc = ${fold.step("acc", "v")};
-  }
-  ${store}`;
-  const fns = [pro.fn, ...(epi ? [epi.fn] : [])];
-  ctx.q.dispatch({ source: source(out.t, b.decls, fns, 64, body), access: ["rw", ...b.bufs.map(() => "r" as const)] }, [outN, ...b.params], [out.buf, ...b.bufs], groupsFor(outN, 64));
+  const src = {
+    decls: [...b.decls, pro.fn, ...(epi ? [epi.fn] : [])].join("\n"), bufs: b.bufs, params: b.params,
+    row: `var c: array<u32, ${Math.max(shape.length, 1)}>;\n  ${set("c", "o", kept, keptShape)}`,
+    load: (j: string) => `${set("c", j, a.dim, redShape)} let v = ${convertExpr(pro.outT, ct, "pro(c, 0.0)")};`,
+  };
+  const store = (acc: string) => {
+    const result = storeExpr(accD, ct, acc);
+    return epi ? `${unravelInto("ce", "o", a.epilogue!.shape)}\n  out[o] = epi(ce, ${result});` : `out[o] = ${result};`;
+  };
+  reduceRows(ctx, "fused_reduce", fold, ct, outN, R_, src, out, store);
 };
 
 const fused_matmul: FusedLaunch = (ctx, ins, a: FusedMatmulAttrs, out) => {

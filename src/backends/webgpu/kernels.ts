@@ -4,9 +4,10 @@
  * argmax/argmin, cumsum and the fused lora_linear.
  *
  * Scatters are deterministic: one thread per output lane walks the indexed dim in order, so
- * there are no atomics and sums come in the js reference's order. Out-of-range indices cannot
- * throw on the GPU: the kernel records the first one in the error buffer and the next readback
- * throws LoomIndexError with the same message as the js backend.
+ * there are no atomics and sums come in the js reference's order. Out-of-range (and negative:
+ * PyTorch rejects them) indices cannot throw on the GPU: the kernel records the first one in its
+ * own error cell (queue.ts), which the output's storage and everything computed from it keep, and
+ * every read of those raises LoomIndexError with the js backend's message.
  */
 import type { ArgAttrs, CumsumAttrs } from "../../graph/ops/reduce.ts";
 import type { LoraAttrs } from "../../graph/ops/lora.ts";
@@ -24,10 +25,12 @@ import { launchArg, launchCumsum, unravel } from "./reduce.ts";
 /** A kernel launcher: inputs are operand views, `out` a fresh dense output. */
 export type Launch = (ctx: Ctx, ins: readonly View[], attrs: any, out: View) => void;
 
-const ERR_WGSL = (binding: number) => `
-@group(0) @binding(${binding}) var<storage, read_write> err: array<atomic<u32>, 4>;
+/** The error ring at `binding`; `report` writes the cell whose first word is parameter `word`. */
+const ERR_WGSL = (binding: number, word: number) => `
+@group(0) @binding(${binding}) var<storage, read_write> err: array<atomic<u32>>;
 fn report(code: u32, v: i32, dim: u32, size: u32) {
-  if (atomicMax(&err[0], code) == 0u) { atomicStore(&err[1], bitcast<u32>(v)); atomicStore(&err[2], dim); atomicStore(&err[3], size); }
+  let e = p(${word}u);
+  if (atomicMax(&err[e], code) == 0u) { atomicStore(&err[e + 1u], bitcast<u32>(v)); atomicStore(&err[e + 2u], dim); atomicStore(&err[e + 3u], size); }
 }`;
 const errCode = (op: (typeof ERR_OPS)[number]) => ERR_OPS.indexOf(op) + 1;
 
@@ -50,16 +53,17 @@ function sliceOf(out: View, dim: number, start: number, len: number, step = 1): 
  * Generic "index along dim" kernel: one thread per lane of `lanes` (a shape whose `dim` is 1 for
  * scatters); `body` gets `ox`, `oi`, `os`, `oo` (offsets of x, index, src, out for the lane).
  */
-function laneKernel(op: (typeof ERR_OPS)[number], ins: string, lanes: readonly number[], strideLists: readonly (readonly number[])[], body: string, outT: string, extra: number[]): { source: string; params: number[] } {
+function laneKernel(ctx: Ctx, op: (typeof ERR_OPS)[number], ins: string, lanes: readonly number[], strideLists: readonly (readonly number[])[], body: string, outT: string, extra: number[]): { source: string; params: number[] } {
   const nd = lanes.length;
   const names = ["ox", "oi", "os", "oo"].slice(0, strideLists.length);
-  const E = 1 + extra.length; // first word after n and extras
+  const cell = 1 + extra.length; // word of the error cell's offset, after n and extras
+  const E = cell + 1; // first word after n, extras and the cell
   const S = E; // shape words
   const targets = names.map((v, k) => ({ v, stride: (d: number) => S + nd * (k + 1) + d }));
   const source = `${PARAMS_WGSL}${WGSL_COMMON}
 @group(0) @binding(1) var<storage, read_write> out: array<${outT}>;
 ${ins}
-${ERR_WGSL(5)}
+${ERR_WGSL(5, cell)}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: vec3u) {
   let i = ${linearIndex(64)};
@@ -69,7 +73,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   ${body}
 }`;
   void op;
-  return { source, params: [numelOf(lanes), ...extra, ...lanes, ...strideLists.flat()] };
+  return { source, params: [numelOf(lanes), ...extra, ctx.q.errorCell().word, ...lanes, ...strideLists.flat()] };
 }
 
 const gather: Launch = (ctx, [x, index], a: DimAttrs, out) => {
@@ -77,13 +81,13 @@ const gather: Launch = (ctx, [x, index], a: DimAttrs, out) => {
   const xs = x!.strides.map((s, d) => (d === dim ? 0 : s));
   const ost = contiguous(out.shape);
   // extra words: size, x offset, x dim stride, index offset
-  const { source, params } = laneKernel("gather", `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
+  const { source, params } = laneKernel(ctx, "gather", `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
 @group(0) @binding(3) var<storage, read> ix: array<i32>;
 @group(0) @binding(4) var<storage, read> unused: array<i32>;`, index!.shape, [xs, index!.strides, ost],
   `let v = ix[p(4u) + oi];
   let size = i32(p(1u));
-  if (v < -size || v >= size) { report(${errCode("gather")}u, v, ${dim}u, p(1u)); return; }
-  let k = u32(select(v, v + size, v < 0));
+  if (v < 0 || v >= size) { report(${errCode("gather")}u, v, ${dim}u, p(1u)); return; }
+  let k = u32(v);
   out[i] = x[p(2u) + ox + k * p(3u)];`, out.t, [x!.shape[dim]!, x!.offset, x!.strides[dim]!, index!.offset]);
   ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, x!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(index!.shape), 64));
 };
@@ -94,14 +98,14 @@ const scatter_add: Launch = (ctx, [x, index, src], a: DimAttrs, out) => {
   const lanes = index!.shape.map((s, d) => (d === dim ? 1 : s));
   const ost = contiguous(out.shape).map((s, d) => (d === dim ? 0 : s));
   const ct = out.t;
-  const { source, params } = laneKernel("scatter_add", `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
+  const { source, params } = laneKernel(ctx, "scatter_add", `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
 @group(0) @binding(3) var<storage, read> ix: array<i32>;
 @group(0) @binding(4) var<storage, read> unused: array<i32>;`, lanes, [lanes.map(() => 0), index!.strides, src!.strides, ost],
   `let size = i32(p(1u));
   for (var j = 0u; j < p(2u); j++) {
     let v = ix[p(3u) + oi + j * p(4u)];
-    if (v < -size || v >= size) { report(${errCode("scatter_add")}u, v, ${dim}u, p(1u)); return; }
-    let k = u32(select(v, v + size, v < 0));
+    if (v < 0 || v >= size) { report(${errCode("scatter_add")}u, v, ${dim}u, p(1u)); return; }
+    let k = u32(v);
     let t = oo + k * p(7u);
     out[t] = ${storeExpr(out.dtype, ct, `out[t] + ${ct}(src[p(5u) + os + j * p(6u)])`)};
   }`, out.t, [x!.shape[dim]!, index!.shape[dim] ?? 1, index!.offset, index!.strides[dim] ?? 0, src!.offset, src!.strides[dim] ?? 0, contiguous(out.shape)[dim] ?? 0]);
@@ -113,13 +117,13 @@ const index_select: Launch = (ctx, [x, index], a: DimAttrs, out) => {
   const xs = x!.strides.map((s, d) => (d === dim ? 0 : s));
   // the position along dim of each output element: a stride-1 counter over out's dim
   const pos = out.shape.map((_, d) => (d === dim ? 1 : 0));
-  const { source, params } = laneKernel("index_select", `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
+  const { source, params } = laneKernel(ctx, "index_select", `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
 @group(0) @binding(3) var<storage, read> ix: array<i32>;
 @group(0) @binding(4) var<storage, read> unused: array<i32>;`, out.shape, [xs, pos],
   `let v = ix[p(4u) + oi * p(5u)];
   let size = i32(p(1u));
-  if (v < -size || v >= size) { report(${errCode("index_select")}u, v, ${dim}u, p(1u)); return; }
-  let k = u32(select(v, v + size, v < 0));
+  if (v < 0 || v >= size) { report(${errCode("index_select")}u, v, ${dim}u, p(1u)); return; }
+  let k = u32(v);
   out[i] = x[p(2u) + ox + k * p(3u)];`, out.t, [x!.shape[dim]!, x!.offset, x!.strides[dim]!, index!.offset, index!.strides[0] ?? 0]);
   ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, x!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(out.shape), 64));
 };
@@ -130,14 +134,14 @@ const index_add: Launch = (ctx, [x, index, src], a: DimAttrs, out) => {
   const lanes = src!.shape.map((s, d) => (d === dim ? 1 : s));
   const ost = contiguous(out.shape).map((s, d) => (d === dim ? 0 : s));
   const ct = out.t;
-  const { source, params } = laneKernel("index_add", `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
+  const { source, params } = laneKernel(ctx, "index_add", `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
 @group(0) @binding(3) var<storage, read> ix: array<i32>;
 @group(0) @binding(4) var<storage, read> unused: array<i32>;`, lanes, [lanes.map(() => 0), lanes.map(() => 0), src!.strides, ost],
   `let size = i32(p(1u));
   for (var j = 0u; j < p(2u); j++) {
     let v = ix[p(3u) + j * p(4u)];
-    if (v < -size || v >= size) { report(${errCode("index_add")}u, v, ${dim}u, p(1u)); return; }
-    let k = u32(select(v, v + size, v < 0));
+    if (v < 0 || v >= size) { report(${errCode("index_add")}u, v, ${dim}u, p(1u)); return; }
+    let k = u32(v);
     let t = oo + k * p(7u);
     out[t] = ${storeExpr(out.dtype, ct, `out[t] + ${ct}(src[p(5u) + os + j * p(6u)])`)};
   }`, out.t, [x!.shape[dim]!, numelOf(index!.shape), index!.offset, index!.strides[0] ?? 0, src!.offset, src!.strides[dim]!, contiguous(out.shape)[dim]!]);
@@ -236,9 +240,14 @@ const cumsum: Launch = (ctx, [x], a: CumsumAttrs, out) => {
   launchCumsum(ctx, x!, nd === 0 ? 0 : normalizeDim("cumsum", a.dim, nd), a.reverse, out);
 };
 
+/** A 0-d operand as [1] (stride 0): PyTorch's index ops treat a scalar as a 1-element vector along dim 0. */
+const rank1 = (v: View): View => (v.shape.length ? v : { ...v, shape: [1], strides: [0] });
+/** The index kernels see 0-d inputs and outputs as 1-element vectors (one element either way). */
+const atLeast1d = (launch: Launch): Launch => (ctx, ins, a, out) => launch(ctx, ins.map(rank1), a, rank1(out));
+
 /** Every kernel op of the registry, on the GPU. */
 export const KERNELS = {
-  matmul, gather, scatter_add, index_select, index_add, tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum,
+  matmul, gather: atLeast1d(gather), scatter_add: atLeast1d(scatter_add), index_select: atLeast1d(index_select), index_add: atLeast1d(index_add), tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum,
 } satisfies Record<OpsOfKind<"kernel">, Launch>;
 
 export function checkRank(op: string, shape: readonly number[], max = 12): void {

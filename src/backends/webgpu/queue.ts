@@ -48,8 +48,24 @@ export interface QueueStats {
   uploads: number;
 }
 
-/** Error codes kernels write into the error buffer: index out of range, per op. */
+/** Error codes kernels write into their error cell: index out of range, per op. */
 export const ERR_OPS = ["gather", "scatter_add", "index_select", "index_add"] as const;
+
+/** Error cells in the ring (16 bytes each); a full ring is resolved in one readback and reused. */
+const ERR_CELLS = 16384;
+
+/**
+ * The error slot of one checking dispatch (an index kernel): 4 words in the error ring (op code,
+ * index value, dim, size), zero unless the kernel found a bad index. Storages written by the
+ * dispatch, and by anything computed from them, hold the cell; their readbacks resolve it.
+ */
+export class ErrCell {
+  /** undefined: not read back yet; null: no error; else the error message. */
+  state: string | null | undefined = undefined;
+  constructor(readonly index: number) {}
+  /** First word of the cell in the ring (the kernel's parameter). */
+  get word(): number { return this.index * 4; }
+}
 
 interface Chunk { gpu: GPUBuffer; words: Uint32Array }
 
@@ -78,15 +94,22 @@ export class CommandQueue {
     for (const g of this.bindCache.values()) this.bindGroups.push(g);
     this.bindCache.clear();
   }
-  /** 4 words: op code (1-based index into ERR_OPS), index value, dim, size. */
+  /** ERR_CELLS cells of 4 words: op code (1-based index into ERR_OPS), index value, dim, size. */
   readonly errBuf: GPUBuffer;
+  /** Cells handed out from the ring since it was last cleared (unresolved ones are resolved before reuse). */
+  private cells: ErrCell[] = [];
+  /** Cells handed out since the last `takeCells()` (the backend gives them to the op's output). */
+  private opCells: ErrCell[] = [];
   maxDispatches = 2048;
+  /** The adapter's maxStorageBuffersPerShaderStage (the fuser keeps kernels within it). */
+  readonly maxBuffers: number;
 
   constructor(readonly ctx: GpuContext) {
     this.device = ctx.device;
+    this.maxBuffers = this.device.limits.maxStorageBuffersPerShaderStage;
     this.pool = new BufferPool(this.device, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
     this.staging = new BufferPool(this.device, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
-    this.errBuf = this.device.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    this.errBuf = this.device.createBuffer({ size: ERR_CELLS * 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
   }
 
   // ---- recording ------------------------------------------------------------------------------
@@ -148,6 +171,7 @@ export class CommandQueue {
     const [gx, gy, gz] = typeof groups === "number" ? [Math.min(groups, 65535), Math.ceil(groups / 65535), 1] : groups;
     if (gx === 0 || gy === 0 || gz === 0) return;
     if (params.length > PARAM_WORDS) throw new LoomValueError(`[webgpu] kernel needs ${params.length} parameter words (max ${PARAM_WORDS})`);
+    if (buffers.length > this.maxBuffers) throw new LoomValueError(`[webgpu] kernel binds ${buffers.length} storage buffers (the adapter allows ${this.maxBuffers} per shader stage)`);
     const { pipeline, layout, layoutKey } = this.pipelineFor(k);
     const slot = this.slots++;
     const ci = Math.floor(slot / SLOTS_PER_CHUNK);
@@ -182,6 +206,42 @@ export class CommandQueue {
     pass.dispatchWorkgroups(gx, gy, gz);
     this.stats.dispatches++;
     if (this.slots >= this.maxDispatches) this.flush();
+  }
+
+  /**
+   * A fresh (zero) error cell for the next dispatch, which binds the ring as its `null` buffer and
+   * gets `cell.word` as a parameter. A full ring is first read back, its cells resolved, and cleared.
+   */
+  errorCell(): ErrCell {
+    if (this.cells.length === ERR_CELLS) {
+      this.resolve(this.cells);
+      this.cells = [];
+      this.endPass().clearBuffer(this.errBuf, 0, ERR_CELLS * 16);
+    }
+    const c = new ErrCell(this.cells.length);
+    this.cells.push(c);
+    this.opCells.push(c);
+    return c;
+  }
+  /** The cells handed out since the last call. */
+  takeCells(): ErrCell[] {
+    const c = this.opCells;
+    if (c.length) this.opCells = [];
+    return c;
+  }
+  /** Read back the ring now (waits for the GPU) and resolve `cells`. */
+  resolve(cells: readonly ErrCell[]): void {
+    const pending = cells.filter((c) => c.state === undefined);
+    if (pending.length === 0) return;
+    const bytes = this.cells.length * 16;
+    const st = this.staging.acquire(bytes);
+    this.endPass().copyBufferToBuffer(this.errBuf, 0, st.gpu, 0, bytes);
+    this.flush();
+    waitSync(st.gpu.mapAsync(GPUMapMode.READ, 0, bytes), this.ctx.processEvents);
+    const words = new Int32Array(st.gpu.getMappedRange(0, bytes).slice(0));
+    st.gpu.unmap();
+    this.staging.release(st);
+    for (const c of pending) settle(c, words, c.word);
   }
 
   /** Record a buffer-to-buffer copy (bytes, multiples of 4). */
@@ -233,44 +293,45 @@ export class CommandQueue {
   }
 
   // ---- readback ---------------------------------------------------------------------------------
-  private stage(src: PBuf, offset: number, bytes: number): { st: PBuf; size: number } {
-    const size = bytes + 16;
+  /** Copy `bytes` of `src` and the unresolved `cells` (16 bytes each, after the data) to a staging buffer; submit. */
+  private stage(src: PBuf, offset: number, bytes: number, cells: readonly ErrCell[]): { st: PBuf; size: number; cells: ErrCell[] } {
+    const pending = cells.filter((c) => c.state === undefined);
+    const size = Math.max(bytes + 16 * pending.length, 4);
     const st = this.staging.acquire(size);
     const enc = this.endPass();
     src.lastBatch = this.batch;
     if (bytes > 0) enc.copyBufferToBuffer(src.gpu, offset, st.gpu, 0, bytes);
-    enc.copyBufferToBuffer(this.errBuf, 0, st.gpu, bytes, 16);
+    pending.forEach((c, k) => enc.copyBufferToBuffer(this.errBuf, c.word * 4, st.gpu, bytes + 16 * k, 16));
     this.flush();
     this.stats.readbacks++;
-    return { st, size };
+    return { st, size, cells: pending };
   }
-  private finish(st: PBuf, bytes: number, size: number): ArrayBuffer {
+  private finish(st: PBuf, bytes: number, size: number, cells: readonly ErrCell[]): ArrayBuffer {
     const mapped = st.gpu.getMappedRange(0, size);
     const out = mapped.slice(0, bytes);
-    const err = new Int32Array(mapped.slice(bytes, bytes + 16));
+    const words = new Int32Array(mapped.slice(bytes, bytes + 16 * cells.length));
     st.gpu.unmap();
     this.staging.release(st);
     this.throwDeviceErrors();
-    if (err[0] !== 0) {
-      this.device.queue.writeBuffer(this.errBuf, 0, new Uint32Array(4));
-      const op = ERR_OPS[err[0]! - 1] ?? "webgpu";
-      throw new LoomIndexError(`[${op}] index ${err[1]} is out of bounds for dimension ${err[2]} with size ${err[3]} (detected on the webgpu device)`);
-    }
+    cells.forEach((c, k) => settle(c, words, 4 * k));
     return out;
   }
 
-  /** Read `bytes` of `src` from `offset`, waiting (synchronously) for the GPU. */
-  readSync(src: PBuf, offset: number, bytes: number): ArrayBuffer {
-    const { st, size } = this.stage(src, offset, bytes);
+  /**
+   * Read `bytes` of `src` from `offset`, waiting (synchronously) for the GPU; the error `cells`
+   * of the data are resolved by the same readback (the caller raises their errors).
+   */
+  readSync(src: PBuf, offset: number, bytes: number, cells: readonly ErrCell[] = []): ArrayBuffer {
+    const { st, size, cells: pending } = this.stage(src, offset, bytes, cells);
     waitSync(st.gpu.mapAsync(GPUMapMode.READ, 0, size), this.ctx.processEvents);
-    return this.finish(st, bytes, size);
+    return this.finish(st, bytes, size, pending);
   }
 
-  /** Read `bytes` of `src` from `offset` without blocking JavaScript. */
-  async read(src: PBuf, offset: number, bytes: number): Promise<ArrayBuffer> {
-    const { st, size } = this.stage(src, offset, bytes);
+  /** Read `bytes` of `src` from `offset` without blocking JavaScript (resolving `cells` too). */
+  async read(src: PBuf, offset: number, bytes: number, cells: readonly ErrCell[] = []): Promise<ArrayBuffer> {
+    const { st, size, cells: pending } = this.stage(src, offset, bytes, cells);
     await st.gpu.mapAsync(GPUMapMode.READ, 0, size);
-    return this.finish(st, bytes, size);
+    return this.finish(st, bytes, size, pending);
   }
 
   /** Give free pool buffers back to the driver (cached bind groups naming them go first). */
@@ -299,6 +360,19 @@ export class CommandQueue {
     const msgs = this.ctx.errors.splice(0);
     throw new LoomValueError(`[webgpu] device error: ${msgs.join("\n")}`);
   }
+}
+
+/** Resolve cell `c` from its 4 words at `at` in `words`. */
+function settle(c: ErrCell, words: Int32Array, at: number): void {
+  if (c.state !== undefined) return;
+  const code = words[at]!;
+  c.state = code === 0 ? null
+    : `[${ERR_OPS[code - 1] ?? "webgpu"}] index ${words[at + 1]} is out of bounds for dimension ${words[at + 2]} with size ${words[at + 3]} (detected on the webgpu device)`;
+}
+
+/** Raise the first error among `cells` (all resolved) as LoomIndexError. */
+export function raiseCells(cells: readonly ErrCell[]): void {
+  for (const c of cells) if (c.state) throw new LoomIndexError(c.state);
 }
 
 export { bucket };

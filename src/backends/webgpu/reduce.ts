@@ -2,18 +2,20 @@
  * Reductions (sum, amax, amin over any dims) and the lane-wise kernels argmax/argmin and cumsum.
  *
  * A reduction sees its input as [kept dims..., reduced dims...] (a permuted view, no copy); both
- * groups are collapsed. Small reductions use one thread per output; long ones (>= 128 elements)
- * one 64-thread workgroup per output: strided partial folds, then a tree in workgroup memory.
- * The fold (`init`/`step`) is the WGSL counterpart of the registry op's.
+ * groups are collapsed. Rows are never folded in one long float32 sequence (which loses 2^25 ones
+ * at 2^24): short rows fold in blocks of 8 per thread, long ones in tiles (a workgroup tree over 16
+ * values per thread) and further passes over the tiles' partials (`reduceRows`, which fused
+ * reductions share). The fold (`init`/`step`) is the WGSL counterpart of the registry op's.
  */
 import type { DType } from "../../tensor/dtype.ts";
 import { LoomIndexError } from "../../tensor/errors.ts";
 import { convertExpr, storeExpr, WGSL_COMMON, type Wgsl } from "./dtype.ts";
 import { collapse, contiguous, groupsFor, linearIndex, numelOf, padRank, type Ctx, type OpsOfKind, type View } from "./context.ts";
-import { computeType } from "./elementwise.ts";
+import { computeType, helpersFor } from "./elementwise.ts";
+import type { PBuf } from "./memory.ts";
 import { PARAMS_WGSL, type Kernel } from "./queue.ts";
 
-interface Fold { readonly init: string; readonly step: (acc: string, x: string) => string }
+export interface Fold { readonly init: string; readonly step: (acc: string, x: string) => string }
 
 /** init/step per reduce op of the registry, in f32 and i32 (src/graph/ops/reduce.ts is the spec). */
 export const REDUCE_WGSL = {
@@ -42,52 +44,130 @@ export function unravel(src: string, nd: number, shapeWord: (d: number) => numbe
   return lines.join("\n  ");
 }
 
-/** Params: outN, R, offset, kept shape[nk], kept strides[nk], reduced shape[nr], reduced strides[nr]. */
-function reduceKernel(op: keyof typeof REDUCE_WGSL, inT: Wgsl, ct: Wgsl, outDtype: DType, outT: Wgsl, nk: number, nr: number, group: boolean): Kernel {
-  const fold = REDUCE_WGSL[op][ct] as Fold;
-  const K = 3, KS = 3 + nk, RS = 3 + 2 * nk, RST = 3 + 2 * nk + nr;
-  const kept = unravel("o", nk, (d) => K + d, [{ v: "base", stride: (d) => KS + d }]);
-  const red = unravel("j", nr, (d) => RS + d, [{ v: "off", stride: (d) => RST + d }]);
-  const load = convertExpr(inT, ct, "x[off]");
-  const head = `${PARAMS_WGSL}${WGSL_COMMON}
-@group(0) @binding(1) var<storage, read_write> out: array<${outT}>;
-@group(0) @binding(2) var<storage, read> x: array<${inT}>;`;
-  const foldLoop = (start: string, step: string) => `var acc: ${ct} = ${fold.init};
-  for (var j = ${start}; j < p(1u); j += ${step}) {
-    var off = base;
-    ${red}
-    let v = ${load};
-    acc = ${fold.step("acc", "v")};
-  }`;
-  const source = group
-    ? `${head}
-var<workgroup> sh: array<${ct}, 64>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u, @builtin(num_workgroups) nw: vec3u) {
-  let o = wid.x + wid.y * nw.x;
+/** Threads of a tile workgroup, elements each thread folds per tile, elements per tile. */
+const WG = 64, PER = 16, TILE = WG * PER;
+/** Rows shorter than this fold in one thread (blocks of 8), longer ones in tiles of TILE elements. */
+export const SERIAL_MAX = 128;
+
+/**
+ * Where pass 1 of a row reduction reads from. Its bindings start at 2 (1 is the output), its
+ * parameter words at 3 (0-2 are outN, R and the tile count G).
+ */
+export interface RowSource {
+  /** Binding declarations and helper functions. */
+  readonly decls: string;
+  readonly bufs: readonly PBuf[];
+  readonly params: readonly number[];
+  /** Statements run once per row `o` (u32) before its loads. */
+  readonly row: string;
+  /** Statements ending in `let v: <ct> = ...;`, element `j` (an identifier) of row `o`. */
+  readonly load: (j: string) => string;
+}
+
+/** How the last pass writes row `o`'s result: statements from the folded value; may use the source's decls. */
+export type RowStore = (acc: string) => string;
+
+/**
+ * One row-reduction pass. "serial": a thread per row folding blocks of 8 values, the blocks'
+ * folds then folded (at most 8 + R/8 roundings per sum for R < SERIAL_MAX). "tile": a workgroup
+ * per (row, tile of TILE elements); each thread folds PER elements strided by WG (coalesced),
+ * then a tree in workgroup memory; with G > 1 tiles the partials go to `out[o * G + tile]` for
+ * the next pass.
+ */
+function passSource(mode: "serial" | "tile", fold: Fold, ct: Wgsl, outT: Wgsl, src: RowSource, store: RowStore | null): string {
+  const body = mode === "serial"
+    ? `let o = ${linearIndex(64)};
   if (o >= p(0u)) { return; }
-  var base = p(2u);
-  ${kept}
-  ${foldLoop("lid.x", "64u")}
+  ${src.row}
+  var acc: ${ct} = ${fold.init};
+  var blk: ${ct} = ${fold.init};
+  for (var j = 0u; j < p(1u); j++) {
+    ${src.load("j")}
+    blk = ${fold.step("blk", "v")};
+    if ((j & 7u) == 7u) { acc = ${fold.step("acc", "blk")}; blk = ${fold.init}; }
+  }
+  acc = ${fold.step("acc", "blk")};
+  ${store!("acc")}`
+    : `let wg = wid.x + wid.y * nw.x;
+  let G = p(2u);
+  let o = wg / G;
+  if (o >= p(0u)) { return; }
+  ${src.row}
+  let R = p(1u);
+  let t0 = (wg - o * G) * ${TILE}u;
+  let tend = min(R, t0 + ${TILE}u); // a bound only known at run time: the loop stays a loop (NIR unrolls constant ones)
+  var acc: ${ct} = ${fold.init};
+  for (var j = t0 + lid.x; j < tend; j += ${WG}u) {
+    ${src.load("j")}
+    acc = ${fold.step("acc", "v")};
+  }
   sh[lid.x] = acc;
   workgroupBarrier();
-  for (var s = 32u; s > 0u; s = s >> 1u) {
+  for (var s = ${WG / 2}u; s > 0u; s = s >> 1u) {
     if (lid.x < s) { let a = sh[lid.x]; let b = sh[lid.x + s]; sh[lid.x] = ${fold.step("a", "b")}; }
     workgroupBarrier();
   }
-  if (lid.x == 0u) { out[o] = ${storeExpr(outDtype, ct, "sh[0]")}; }
-}`
-    : `${head}
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: vec3u) {
-  let o = ${linearIndex(64)};
-  if (o >= p(0u)) { return; }
-  var base = p(2u);
-  ${kept}
-  ${foldLoop("0u", "1u")}
-  out[o] = ${storeExpr(outDtype, ct, "acc")};
+  if (lid.x == 0u) {
+    let r = sh[0];
+    ${store ? store("r") : "out[wg] = r;"}
+  }`;
+  const text = `${src.decls}
+${body}`;
+  return `${PARAMS_WGSL}${WGSL_COMMON}${helpersFor(text)}
+@group(0) @binding(1) var<storage, read_write> out: array<${outT}>;
+${src.decls}
+${mode === "tile" ? `var<workgroup> sh: array<${ct}, ${WG}>;` : ""}
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u, @builtin(num_workgroups) nw: vec3u) {
+  ${body}
 }`;
-  return { source, access: ["rw", "r"] };
+}
+
+/**
+ * Reduce `outN` rows of `R` elements read through `src` into `out` (binding 1, element type
+ * `outT`), `store` writing each row's result. Never a long sequential float sum: rows shorter
+ * than SERIAL_MAX fold in blocks of 8 in one thread; longer rows fold PER elements per thread,
+ * then trees over a workgroup's WG threads and, across tiles, further passes over the partials
+ * (about PER + log2(R) roundings on any path, so 2^25 ones sum exactly). The last pass binds the
+ * source's buffers too (an epilogue may read them) and the partials after them.
+ */
+export function reduceRows(ctx: Ctx, op: string, fold: Fold, ct: Wgsl, outN: number, R: number, src: RowSource, out: { buf: PBuf; t: Wgsl }, store: RowStore): void {
+  if (outN === 0) return;
+  const last = { ...src, row: "", load: () => "" };
+  let cur = src, n = R;
+  let part: View | null = null;
+  for (;;) {
+    const mode = n < SERIAL_MAX ? "serial" : "tile";
+    const G = mode === "serial" ? 1 : Math.ceil(n / TILE);
+    const final = G === 1;
+    const target = final ? out : ctx.temp(ct === "f32" ? "float32" : "int32", [outN * G], op);
+    const access = ["rw" as const, ...cur.bufs.map(() => "r" as const)];
+    const source = passSource(mode, fold, ct, final ? out.t : ct, cur, final ? store : null);
+    ctx.q.dispatch({ source, access }, [outN, n, G, ...cur.params], [target.buf, ...cur.bufs], mode === "serial" ? groupsFor(outN, WG) : outN * G);
+    if (part) ctx.q.pool.release(part.buf);
+    if (final) return;
+    part = target as View;
+    // the next pass reads the partials [outN, G]; only the last one keeps the source's bindings
+    const keep = Math.ceil(G / TILE) <= 1 || G < SERIAL_MAX ? last : { decls: "", bufs: [], params: [], row: "", load: () => "" };
+    const b = 2 + keep.bufs.length;
+    cur = {
+      decls: `${keep.decls}\n@group(0) @binding(${b}) var<storage, read> part: array<${ct}>;`,
+      bufs: [...keep.bufs, part.buf], params: keep.params,
+      row: "let pb = o * p(1u);", load: (j) => `let v = part[pb + ${j}];`,
+    };
+    n = G;
+  }
+}
+
+/** Params: outN, R, G, offset, kept shape[nk], kept strides[nk], reduced shape[nr], reduced strides[nr]. */
+function stridedSource(x: View, ct: Wgsl, nk: number, nr: number): RowSource {
+  const K = 4, KS = 4 + nk, RS = 4 + 2 * nk, RST = 4 + 2 * nk + nr;
+  return {
+    decls: `@group(0) @binding(2) var<storage, read> x: array<${x.t}>;`,
+    bufs: [x.buf], params: [],
+    row: `var base = p(3u);\n  ${unravel("o", nk, (d) => K + d, [{ v: "base", stride: (d) => KS + d }])}`,
+    load: (j) => `var off = base; ${unravel(j, nr, (d) => RS + d, [{ v: "off", stride: (d) => RST + d }])} let v = ${convertExpr(x.t, ct, "x[off]")};`,
+  };
 }
 
 /** Split x's dims into kept and reduced (collapsed), for reduction-like kernels. */
@@ -103,12 +183,10 @@ function split(x: View, dims: readonly number[]) {
 /** out (dense, the reduced shape) = fold of x over `dims`. */
 export function launchReduce(ctx: Ctx, op: keyof typeof REDUCE_WGSL, x: View, dims: readonly number[], out: View): void {
   const s = split(x, dims);
-  if (s.outN === 0) return;
   const ct = computeType(out.dtype, [x]);
-  const group = s.R >= 128;
-  const k = reduceKernel(op, x.t, ct, out.dtype, out.t, s.ks.length, s.rs.length, group);
-  const params = [s.outN, s.R, x.offset, ...s.ks, ...s.kst, ...s.rs, ...s.rst];
-  ctx.q.dispatch(k, params, [out.buf, x.buf], group ? s.outN : groupsFor(s.outN, 64));
+  const src = stridedSource(x, ct, s.ks.length, s.rs.length);
+  const params = [x.offset, ...s.ks, ...s.kst, ...s.rs, ...s.rst];
+  reduceRows(ctx, op, REDUCE_WGSL[op][ct] as Fold, ct, s.outN, s.R, { ...src, params }, out, (acc) => `out[o] = ${storeExpr(out.dtype, ct, acc)};`);
 }
 
 /**

@@ -9,7 +9,8 @@
  * Nothing that is an output, or that is used outside its group, is fused away.
  *
  * Groups are formed consumers-first (reverse topological order): a node joins its consumers'
- * group when all of them are in one group and read it in the same index space.
+ * group when all of them are in one group and read it in the same index space, and the group
+ * then still reads at most `caps.maxInputs` distinct buffers.
  */
 import { numel } from "../../tensor/shape.ts";
 import { isFloating } from "../../tensor/dtype.ts";
@@ -17,11 +18,16 @@ import type { OpDef } from "../op.ts";
 import { fused_elementwise, fused_matmul, fused_reduce } from "./fused_ops.ts";
 import { makeGraph, mkNode, usersOf, withInputs, type GNode, type Graph } from "./ir.ts";
 import { layouts, type Layout } from "./layout.ts";
-import { buildProgram, isIdentityMapping, safeView, stepsKey, type Step } from "./program_builder.ts";
+import { buildProgram, isIdentityMapping, safeView, stepsKey, viewChain, type Step } from "./program_builder.ts";
 
-/** What the backend can run: names of fused ops it has kernels for. */
+/** What the backend can run: names of fused ops it has kernels for, and how many inputs one kernel may read. */
 export interface FusionCaps {
   readonly fused: ReadonlySet<string>;
+  /**
+   * Most distinct input buffers one fused kernel may bind (webgpu: the adapter's
+   * maxStorageBuffersPerShaderStage less the output). Absent: unbounded.
+   */
+  readonly maxInputs?: number;
 }
 
 /** Largest number of members of one group (bounds generated code and recursion). */
@@ -111,6 +117,20 @@ export function fuse(g: Graph, caps: FusionCaps): Graph {
     return grp && space ? { grp, space, maps } : null;
   };
 
+  /** Distinct buffers the group's kernel would read with `extra` added as a member (or core). */
+  const inputCount = (grp: Group, extra: GNode): number => {
+    const inside = (x: GNode) => x === extra || x === grp.core || grp.members.has(x);
+    const bases = new Set<GNode>();
+    for (const m of [...grp.members.keys(), ...(grp.core ? [grp.core] : []), extra]) {
+      for (const c of m.inputs) {
+        const b = viewChain(c).base;
+        if (!inside(b)) bases.add(lay.get(c)?.base ?? b);
+      }
+    }
+    return bases.size;
+  };
+  const fits = (grp: Group, extra: GNode) => caps.maxInputs === undefined || inputCount(grp, extra) <= caps.maxInputs;
+
   const spaceShape = (grp: Group, space: "main" | "pro") =>
     space === "main" ? grp.root.shape : grp.core!.inputs[0]!.shape;
 
@@ -119,7 +139,7 @@ export function fuse(g: Graph, caps: FusionCaps): Graph {
     const uses = usesOf(n, users, outputs);
     if (!uses || uses.length === 0) return false;
     const m = mappingsInto(n, uses);
-    if (!m || m.maps.size > MAX_INSTANCES || m.grp.members.size >= MAX_MEMBERS) return false;
+    if (!m || m.maps.size > MAX_INSTANCES || m.grp.members.size >= MAX_MEMBERS || !fits(m.grp, n)) return false;
     if (EXPENSIVE.has(n.op!.name) && numel(spaceShape(m.grp, m.space)) > numel(n.shape)) return false;
     m.grp.members.set(n, { space: m.space, maps: m.maps });
     groupOf.set(n, m.grp);
@@ -142,7 +162,7 @@ export function fuse(g: Graph, caps: FusionCaps): Graph {
     }
     if (per.size < 2 || per.size > 4) return false;
     const joins = [...per.values()].map((us) => mappingsInto(n, us));
-    if (joins.some((m) => !m || m.maps.size > MAX_INSTANCES || m.grp.members.size >= MAX_MEMBERS)) return false;
+    if (joins.some((m) => !m || m.maps.size > MAX_INSTANCES || m.grp.members.size >= MAX_MEMBERS || !fits(m.grp, n))) return false;
     for (const m of joins) m!.grp.members.set(n, { space: m!.space, maps: m!.maps });
     groupOf.set(n, DUP);
     return true;
@@ -153,7 +173,7 @@ export function fuse(g: Graph, caps: FusionCaps): Graph {
     const uses = usesOf(n, users, outputs);
     if (!uses || uses.length === 0) return false;
     const grp = groupOf.get(uses[0]!.consumer);
-    if (!grp || grp.kind !== "ew" || grp.members.size >= MAX_MEMBERS) return false;
+    if (!grp || grp.kind !== "ew" || grp.members.size >= MAX_MEMBERS || !fits(grp, n)) return false;
     for (const u of uses) {
       const m = grp.members.get(u.consumer);
       if (groupOf.get(u.consumer) !== grp || !m || !u.views.every(safeView)) return false;
