@@ -271,6 +271,12 @@ int loom_int_fault_report(void) {
   return 1;
 }
 
+/* torch.remainder: fmod (exact), moved to the divisor's sign; x - floor(x/y)*y loses large x */
+static inline double py_rem(double x, double y) {
+  double m = fmod(x, y);
+  return (m != 0 && ((y < 0) != (m < 0))) ? m + y : m;
+}
+
 static inline double js_pow(double a, double b) {
   if (isnan(b)) return NAN;
   if (isinf(b) && fabs(a) == 1) return NAN;
@@ -329,7 +335,7 @@ static void ew_apply_op(int op, int dt, double *o, const double *a, const double
     case OP_mul: LOOP2(x * y)
     case OP_div: LOOP2(x / y)
     case OP_floor_divide: LOOP2(floor(x / y))
-    case OP_remainder: LOOP2(x - floor(x / y) * y)
+    case OP_remainder: LOOP2(py_rem(x, y))
     case OP_pow: {
       /* x² is the common case (pow(x, 2) is correctly rounded: it equals x·x) */
       int sq = 1;

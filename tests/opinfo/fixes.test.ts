@@ -57,5 +57,19 @@ function suite(device: string) {
 describe.each(BACKENDS)("opinfo fixes on %s", (backend) => {
   useBackend(backend);
   suite("cpu");
+
+  // float64/int64 only: WGSL's f32 % is x - y·trunc(x/y), so webgpu keeps the old rounding
+  test("remainder is fmod moved to the divisor's sign, exact for large operands", () => {
+    // torch.remainder(tensor([-1e20, 1e20, 7.5, -7.5, 5., -0.]), tensor([-501., 501., -2., 2., inf, 3.]))
+    //   = [-388, 388, -0.5, 0.5, 5, -0.] (float64); a - floor(a/b)·b gave 0 for ±1e20
+    const a = loom.tensor([-1e20, 1e20, 7.5, -7.5, 5, -0], { dtype: "float64" });
+    const b = loom.tensor([-501, 501, -2, 2, Infinity, 3], { dtype: "float64" });
+    for (const r of [a.remainder(b), a.lazy().remainder(b.lazy()).eval()]) {
+      expect(Array.from(r.dataSync())).toEqual([-388, 388, -0.5, 0.5, 5, -0]);
+    }
+    // torch.remainder(tensor([2**52 + 1, -(2**52) - 3]), tensor([7, 5])) = [3, 1]
+    const i = loom.tensor([2 ** 52 + 1, -(2 ** 52) - 3], { dtype: "int64" }).remainder(loom.tensor([7, 5], { dtype: "int64" }));
+    expect(i.tolist()).toEqual([3, 1]);
+  });
 });
 describe.if(WEBGPU)("opinfo fixes on webgpu", () => suite("webgpu"));

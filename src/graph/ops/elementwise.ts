@@ -117,8 +117,12 @@ export const div = binary("div", (a, b) => a / b, (i) => promoteFloat(resultType
 ]);
 /** torch.floor_divide / `//`: rounds toward negative infinity (also for integers). */
 export const floor_divide = binary("floor_divide", (a, b) => Math.floor(a / b), noBool("floor_divide"));
-/** torch.remainder: the result has the sign of the divisor (Python's %). */
-export const remainder = binary("remainder", (a, b) => a - Math.floor(a / b) * b, noBool("remainder"), (g, [a, b], _o, _a, needs) => [
+/**
+ * torch.remainder: the result has the sign of the divisor (Python's %). Computed as torch does,
+ * fmod (JS %, exact) plus b when the signs differ: a - floor(a/b)·b loses large a
+ * (remainder(-1e20, -501) is -388, not 0).
+ */
+export const remainder = binary("remainder", (a, b) => { const m = a % b; return m !== 0 && (b < 0) !== (m < 0) ? m + b : m; }, noBool("remainder"), (g, [a, b], _o, _a, needs) => [
   needs[0] ? g.sum_to_size(a!.shape) : null,
   // a - floor(a/b)·b: floor is piecewise constant, so d/db = -floor(a/b)
   needs[1] ? g.mul(a!.div(b!).floor()).neg().sum_to_size(b!.shape) : null,
