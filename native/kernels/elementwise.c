@@ -221,8 +221,8 @@ static inline double js_sign(double x) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
 
 /* ---- integer results (src/graph/ops/elementwise.ts intResultCheck) ------------------------------ */
 /*
- * Integer tensors hold integers only: integer floor_divide/remainder by 0, integer pow with a
- * negative exponent and any non-finite integer result (a cast of inf/NaN) are errors. Pool threads
+ * Integer tensors hold integers only: integer floor_divide/remainder by 0 and any non-finite
+ * integer result (a cast of inf/NaN) are errors (integer pow follows torch's rule: int_pow). Pool threads
  * record the first fault here; loom_int_fault_report (after each kernel, on the command's thread)
  * turns it into the command's error with the reference's message.
  */
@@ -241,8 +241,6 @@ static inline int is_int_dt(int dt) { return dt == DT_I32 || dt == DT_I64 || dt 
 static void int_check_args(int op, int dt, const double *b, int n) {
   if (op == OP_floor_divide || op == OP_remainder) {
     for (int i = 0; i < n; i++) if (b[i] == 0) { int_fault_set(op, dt, 1, b[i]); return; }
-  } else if (op == OP_pow) {
-    for (int i = 0; i < n; i++) if (b[i] < 0) { int_fault_set(op, dt, 1, b[i]); return; }
   }
 }
 
@@ -264,8 +262,7 @@ int loom_int_fault_report(void) {
   const char *name = EW_NAMES[op], *dt = DT_NAMES[int_fault_dt];
   double v = int_fault_v;
   const char *vs = isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity"; /* as JavaScript prints them */
-  if (int_fault_arg && op == OP_pow) loom_set_error("[pow] integers to negative integer powers are not allowed (%s)", dt);
-  else if (int_fault_arg) loom_set_error("[%s] ZeroDivisionError: integer division by zero (%s)", name, dt);
+  if (int_fault_arg) loom_set_error("[%s] ZeroDivisionError: integer division by zero (%s)", name, dt);
   else if (op == OP_cast) loom_set_error("[cast] cannot convert %s to %s: integer tensors hold integers only", vs, dt);
   else loom_set_error("[%s] result %s cannot be stored in a %s tensor", name, vs, dt);
   return 1;
@@ -281,6 +278,14 @@ static inline double js_pow(double a, double b) {
   if (isnan(b)) return NAN;
   if (isinf(b) && fabs(a) == 1) return NAN;
   return pow(a, b);
+}
+
+/* torch's integer pow (intResultCheck): a negative exponent gives 1 for base 1, ±1 for base -1, else 0 */
+static inline double int_pow(double x, double y) {
+  if (!(y < 0)) return js_pow(x, y);
+  if (x == 1) return 1;
+  if (x == -1) return fmod(y, 2) == 0 ? 1 : -1;
+  return 0;
 }
 
 static inline double js_max(double a, double b) {
@@ -367,7 +372,11 @@ void ew_apply(int op, int dt, double *o, const double *a, const double *b, const
     return;
   }
   int_check_args(op, dt, b, n);
-  ew_apply_op(op, dt, o, a, b, c, n);
+  if (op == OP_pow) {
+    for (int i = 0; i < n; i++) o[i] = int_pow(a[i], b[i]);
+  } else {
+    ew_apply_op(op, dt, o, a, b, c, n);
+  }
   int_check_result(op, dt, o, n);
 }
 #undef LOOP1

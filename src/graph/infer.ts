@@ -48,3 +48,7 @@ export function requireFloat(op: string, d: DType): DType {
 export function requireIndex(op: string, d: DType): void {
   if (!isIntegral(d)) throw new LoomDtypeError(`[${op}] expected an index tensor of dtype int64 or int32, got ${d}`);
 }
+/** gather / scatter_add take int64 indices only (torch: "Expected dtype int64 for index"). */
+export function requireInt64Index(op: string, d: DType): void {
+  if (d !== "int64") throw new LoomDtypeError(`[${op}] expected dtype int64 for index, got ${d}`);
+}

@@ -11,7 +11,7 @@ import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
 import {
-  DTYPES, canCast, isFloating, promoteWithScalar, type DType,
+  DTYPES, canCast, isFloating, isIntegral, promoteWithScalar, type DType,
 } from "../tensor/dtype.ts";
 import {
   LoomAutogradError, LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape,
@@ -240,7 +240,15 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   remainder(o: Self | Scalar): Self {
     return this._bin(OPS.remainder, o);
   }
+  /**
+   * this ** o (torch.pow). An integer result with a negative scalar exponent is refused as torch
+   * refuses it; a negative integer tensor exponent gives torch's 1 / ±1 / 0.
+   * @throws LoomValueError for an integer tensor to a negative scalar power
+   */
   pow(o: Self | Scalar): Self {
+    if (typeof o === "number" && o < 0 && isIntegral(promoteWithScalar(this.dtype, o))) {
+      throw new LoomValueError(`[pow] integers to negative integer powers are not allowed (${this.dtype} tensor, exponent ${o})`);
+    }
     return this._bin(OPS.pow, o);
   }
   /** x·x; bool promotes to int64 as in torch (square is pow(x, 2)). */

@@ -173,7 +173,10 @@ function suite(m: Mode, opts: { ints: boolean }): void {
       expect(() => read(L(m, T(m, [1, NaN])).int())).toThrow("[cast] cannot convert NaN to int32");
       expect(() => read(L(m, T(m, [-Infinity])).to("uint8"))).toThrow("[cast] cannot convert -Infinity to uint8");
       expect(read(L(m, T(m, [2.7, -2.7])).long())).toEqual([2, -2]); // finite values truncate, as torch
-      expect(() => read(L(m, T(m, [2, 3], "int64")).pow(-1))).toThrow("[pow] integers to negative integer powers are not allowed (int64)");
+      expect(() => read(L(m, T(m, [2, 3], "int64")).pow(-1))).toThrow("[pow] integers to negative integer powers are not allowed (int64 tensor, exponent -1)");
+      // a negative integer TENSOR exponent is computed (torch 1.13:
+      // pow(tensor([1,-1,2,0,-2,3]), tensor([-1,-3,-2,-1,-1,-2])) = [1, -1, 0, 0, 0, 0])
+      expect(read(L(m, T(m, [1, -1, 2, 0, -2, 3], "int64")).pow(L(m, T(m, [-1, -3, -2, -1, -1, -2], "int64"))))).toEqual([1, -1, 0, 0, 0, 0]);
     });
   }
 }

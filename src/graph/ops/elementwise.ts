@@ -162,8 +162,8 @@ export const logical_or = binary("logical_or", (a, b) => (a !== 0 || b !== 0 ? 1
  * Integer tensors hold integers only. For an elementwise op whose result dtype is int32, int64,
  * int8 or uint8, the check each result r (from inputs a, b) must pass: it returns r or throws
  * LoomValueError naming the op and dtype. torch raises "ZeroDivisionError" for integer
- * floor_divide/remainder (and div with a rounding mode) by 0, and "Integers to negative integer
- * powers are not allowed"; a cast of inf/NaN to an integer dtype is undefined in torch and refused
+ * floor_divide/remainder (and div with a rounding mode) by 0; integer pow with a negative tensor
+ * exponent follows torch's integer rule (the check returns the value to store); a cast of inf/NaN to an integer dtype is undefined in torch and refused
  * here, as is any other non-finite result. Every backend applies the same rule (native:
  * elementwise.c int_check, with these messages).
  * @returns null for non-integer dtypes
@@ -183,10 +183,9 @@ export function intResultCheck(op: string, dtype: DType): ((r: number, a: number
         return finite(r);
       };
     case "pow":
-      return (r, _a, b) => {
-        if (b < 0) throw new LoomValueError(`[pow] integers to negative integer powers are not allowed (${dtype})`);
-        return finite(r);
-      };
+      // torch's integer pow with a negative (tensor) exponent: 1 for base 1, ±1 for base -1, else
+      // 0 (a negative scalar exponent is refused on the surface, as torch refuses it)
+      return (r, a, b) => (b < 0 ? (a === 1 ? 1 : a === -1 ? (b % 2 === 0 ? 1 : -1) : 0) : finite(r));
     default:
       return finite;
   }

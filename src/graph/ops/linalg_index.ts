@@ -6,7 +6,7 @@ import type { DType } from "../../tensor/dtype.ts";
 import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../../tensor/errors.ts";
 import { broadcastShapes, broadcastStrides, numel, shapesEqual } from "../../tensor/shape.ts";
 import { forEachStrided, type TensorData } from "../../tensor/storage.ts";
-import { requireIndex, sameDtype, sameShape } from "../infer.ts";
+import { requireIndex, requireInt64Index, sameDtype, sameShape } from "../infer.ts";
 import { defineOp, type Diff, type KernelOp } from "../op.ts";
 import { slice_backward, type DimAttrs } from "./movement.ts";
 
@@ -177,7 +177,7 @@ function padTo<T extends Diff<T>>(g: T, want: readonly number[]): T {
 export const gather: KernelOp<IndexAttrs> = defineOp<IndexAttrs, KernelOp<IndexAttrs>>({
   kind: "kernel", arity: 2, name: "gather",
   shape: ([x, index], a) => {
-    requireIndex("gather", index!.dtype);
+    requireInt64Index("gather", index!.dtype);
     checkGatherShapes("gather", x!.shape, index!.shape, a.dim);
     return [...index!.shape];
   },
@@ -201,7 +201,7 @@ function sameSourceDtype(op: string, [x, _index, src]: readonly { dtype: DType }
 export const scatter_add: KernelOp<IndexAttrs> = defineOp<IndexAttrs, KernelOp<IndexAttrs>>({
   kind: "kernel", arity: 3, name: "scatter_add",
   shape: ([x, index, src], a) => {
-    requireIndex("scatter_add", index!.dtype);
+    requireInt64Index("scatter_add", index!.dtype);
     checkGatherShapes("scatter_add", x!.shape, index!.shape, a.dim);
     const is = nd1(index!.shape), ss = nd1(src!.shape);
     if (ss.length !== is.length || is.some((s, d) => s > ss[d]!)) throw new LoomShapeError(`[scatter_add] index ${fmtShape(index!.shape)} is larger than src ${fmtShape(src!.shape)}`);
