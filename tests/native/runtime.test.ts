@@ -43,3 +43,20 @@ describe.skipIf(!NATIVE)("native BLAS", () => {
     expect(runs.map((r) => r.same)).toEqual([true, true, true, true, true]);
   }, 60000);
 });
+
+describe.skipIf(!NATIVE)("native thread pool", () => {
+  test("results are bit-identical for 1, 2, 3 and 8 threads (chunks claimed in any order)", () => {
+    // the pool hands chunks to whichever thread is running (a preempted worker holds up one
+    // chunk at most), so which thread computes what varies run to run: no result may depend on it.
+    // 8 threads on a small machine also oversubscribe it, so waits go to sleep mid-run.
+    const sums = ["1", "2", "3", "8"].map((n) => {
+      const r = Bun.spawnSync([process.execPath, join(import.meta.dir, "pool_bits.ts")], {
+        stdout: "pipe", stderr: "pipe", env: { ...process.env, LOOM_NATIVE_THREADS: n },
+      });
+      const line = r.stdout.toString().trim().split("\n").pop() ?? "";
+      if (!line.startsWith("{")) throw new Error(`pool_bits.ts failed (${n} threads): ${r.stderr.toString().slice(-2000)}`);
+      return JSON.parse(line).checksum as number;
+    });
+    expect(new Set(sums).size).toBe(1);
+  }, 120000);
+});
