@@ -48,39 +48,96 @@ void loom_set_error(const char *fmt, ...) {
   va_end(ap);
 }
 
-/* ---- spinning: short waits spin (microseconds matter between kernels), long ones sleep ---------- */
+/* ---- waiting: spin briefly while we own the cores, sleep when the machine is oversubscribed ---- */
+/*
+ * Spinning between kernels saves the microseconds of a sleep/wake, but only while every thread of
+ * ours has a core. Next to another busy process a spinning thread takes the core from the thread
+ * it waits for (or from the competitor), and time slices are milliseconds: a 2-thread run then
+ * went 4-5x slower than a 1-thread one. So: a spin loop that sees a gap of more than PREEMPT_US
+ * between two of its clock reads was descheduled while runnable, and so was a thread whose share
+ * of a parallel job took PREEMPT_US more wall time than CPU time: more runnable threads than
+ * cores. Every wait then sleeps at once (no spinning) for the next CONTENDED_US, and
+ * large products stay in this pool instead of OpenBLAS's static split (see loom_pool_contended).
+ */
 #include <time.h>
 static inline double now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
 }
+enum { PREEMPT_US = 1000, CONTENDED_US = 250000 };
+static atomic_llong contended_until; /* µs (now_us); spinning is off before then */
+static atomic_llong preemptions;     /* descheduled spins seen (loom_counters) */
 static atomic_int pool_parked; /* idle workers sleep at once (the executor is idle, or OpenBLAS threads work) */
 
-/** Spin until *flag != value, the pool is parked or `us` microseconds passed; returns whether it changed. */
-static int spin_while_eq(atomic_long *flag, long value, double us) {
-  double end = 0;
-  for (int i = 0;; i++) {
-    if (atomic_load_explicit(flag, memory_order_acquire) != value) return 1;
-    if (atomic_load_explicit(&pool_parked, memory_order_relaxed)) return 0;
-    __builtin_ia32_pause();
-    if ((i & 63) == 63) {
-      double t = now_us();
-      if (end == 0) end = t + us;
-      else if (t > end) return 0;
-    }
+/** 1 while the machine looks oversubscribed (a spinning thread of ours was descheduled recently). */
+int loom_pool_contended(void) {
+  return now_us() < (double)atomic_load_explicit(&contended_until, memory_order_relaxed);
+}
+
+static void note_preempted(double t) {
+  atomic_store_explicit(&contended_until, (long long)(t + CONTENDED_US), memory_order_relaxed);
+  atomic_fetch_add_explicit(&preemptions, 1, memory_order_relaxed);
+}
+
+/** CPU time of the calling thread, µs. */
+static inline double thread_cpu_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+
+/** A span of work on one thread: wall time beyond its CPU time means it was descheduled. */
+loom_span loom_span_start(void) { loom_span s = {now_us(), thread_cpu_us()}; return s; }
+void loom_span_check(loom_span s) {
+  double t = now_us();
+  if ((t - s.wall) - (thread_cpu_us() - s.cpu) > PREEMPT_US) note_preempted(t);
+}
+
+/** A bounded spin: call spin_more() once per iteration; 0 means stop spinning and sleep. */
+typedef struct { double end, last; unsigned i; } spinner;
+
+static inline int spin_more(spinner *s, double us) {
+  __builtin_ia32_pause();
+  if ((++s->i & 63) != 0) return 1;
+  double t = now_us();
+  if (s->end == 0) {
+    if (t < (double)atomic_load_explicit(&contended_until, memory_order_relaxed)) return 0;
+    s->end = t + us;
+  } else if (t - s->last > PREEMPT_US) {
+    note_preempted(t);
+    return 0;
   }
+  s->last = t;
+  return t <= s->end;
 }
 
 /* ---- thread pool ----------------------------------------------------------------------------- */
+/*
+ * A parallel_for is cut into chunks (up to CHUNKS_PER_THREAD per thread, never below the grain)
+ * that threads claim one at a time from one atomic ticket; the caller claims too. A worker that
+ * is descheduled, or wakes late, holds up at most the one chunk it claimed: the running threads
+ * take the rest. Kernels give the same bits for any split (a task inside a task runs serially),
+ * so which thread runs which chunk changes no result.
+ */
+enum { CHUNKS_PER_THREAD = 4 };
 static int nthreads = 1;
 static pthread_t workers[64];
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
-static atomic_long pool_gen;     /* bumped once per parallel job */
-static atomic_int pool_pending;  /* helper chunks not yet finished */
-static atomic_int pool_sleepers;
-static struct { loom_task fn; void *ctx; int64_t n; int parts; } job;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;  /* a job was published */
+static pthread_cond_t job_done_cv = PTHREAD_COND_INITIALIZER; /* the last chunk finished (caller_sleeping) */
+static atomic_long pool_gen;      /* bumped once per parallel job */
+static atomic_int pool_sleepers;  /* workers waiting on pool_cv */
+/* [chunks:32 | next:32]: claiming is one fetch_add; a claim i < chunks pins the job (its fields
+ * stay valid until that chunk is counted done), a claim past the end claims nothing */
+static atomic_ullong ticket;
+static atomic_long chunks_done;
+static atomic_int caller_sleeping;
+static struct { loom_task fn; void *ctx; int64_t n; } job;
+/* the job is long enough (about a millisecond of work or more, by its grain) that the threads
+ * check whether they were descheduled during it (two thread-CPU-clock reads, ~1 µs); atomic:
+ * a late worker reads it while the next job may be published */
+static atomic_int job_timed;
 
 void loom_pool_park(int on) { atomic_store(&pool_parked, on); }
 
@@ -90,18 +147,33 @@ int loom_nthreads(void) { return nthreads; }
  * (the pool has one job at a time). */
 static _Thread_local int in_task;
 
-static void run_part(int part) {
-  int64_t b = job.n * part / job.parts, e = job.n * (part + 1) / job.parts;
-  if (b < e) job.fn(job.ctx, b, e);
+/** Claim and run chunks of the current job until none is left. */
+static void run_chunks(void) {
+  for (;;) {
+    unsigned long long t = atomic_fetch_add_explicit(&ticket, 1, memory_order_acq_rel);
+    int64_t i = (int64_t)(t & 0xffffffffu), lim = (int64_t)(t >> 32);
+    if (i >= lim) return;
+    int64_t b = job.n * i / lim, e = job.n * (i + 1) / lim;
+    if (b < e) job.fn(job.ctx, b, e);
+    if (atomic_fetch_add_explicit(&chunks_done, 1, memory_order_seq_cst) + 1 == lim &&
+        atomic_load_explicit(&caller_sleeping, memory_order_seq_cst)) {
+      pthread_mutex_lock(&pool_mu);
+      pthread_cond_broadcast(&job_done_cv);
+      pthread_mutex_unlock(&pool_mu);
+    }
+  }
 }
 
 static void *worker_main(void *arg) {
-  int id = (int)(intptr_t)arg;
+  (void)arg;
   long seen = 0;
   in_task = 1;
   for (;;) {
     /* spin briefly (the next kernel of a plan usually follows at once), then sleep */
-    if (atomic_load(&pool_parked) || !spin_while_eq(&pool_gen, seen, 200)) {
+    spinner sp = {0};
+    while (atomic_load_explicit(&pool_gen, memory_order_acquire) == seen && !atomic_load_explicit(&pool_parked, memory_order_relaxed) &&
+           spin_more(&sp, 200)) {}
+    if (atomic_load(&pool_gen) == seen) {
       pthread_mutex_lock(&pool_mu);
       atomic_fetch_add(&pool_sleepers, 1);
       while (atomic_load(&pool_gen) == seen) pthread_cond_wait(&pool_cv, &pool_mu);
@@ -109,30 +181,51 @@ static void *worker_main(void *arg) {
       pthread_mutex_unlock(&pool_mu);
     }
     seen = atomic_load(&pool_gen);
-    if (id < job.parts) run_part(id);
-    atomic_fetch_sub_explicit(&pool_pending, 1, memory_order_release);
+    if (!atomic_load_explicit(&job_timed, memory_order_relaxed)) run_chunks();
+    else {
+      loom_span w = loom_span_start();
+      run_chunks();
+      loom_span_check(w); /* descheduled while holding a chunk: everyone waited for it */
+    }
   }
   return NULL;
 }
 
 void loom_parallel_for(int64_t n, int64_t grain, loom_task fn, void *ctx) {
   if (n <= 0) return;
-  int parts = nthreads;
   if (grain < 1) grain = 1;
-  if (n / grain < parts) parts = (int)(n / grain);
-  if (parts <= 1 || in_task) { fn(ctx, 0, n); return; }
-  job.fn = fn; job.ctx = ctx; job.n = n; job.parts = parts;
-  atomic_store(&pool_pending, nthreads - 1);
-  atomic_fetch_add_explicit(&pool_gen, 1, memory_order_release);
+  int64_t chunks = (int64_t)nthreads * CHUNKS_PER_THREAD;
+  if (n / grain < chunks) chunks = n / grain;
+  if (chunks <= 1 || nthreads <= 1 || in_task) { fn(ctx, 0, n); return; }
+  job.fn = fn; job.ctx = ctx; job.n = n;
+  int timed = n / grain >= 64;
+  atomic_store_explicit(&job_timed, timed, memory_order_relaxed);
+  atomic_store_explicit(&chunks_done, 0, memory_order_relaxed);
+  atomic_store_explicit(&ticket, (unsigned long long)chunks << 32, memory_order_release);
+  atomic_fetch_add(&pool_gen, 1);
   if (atomic_load(&pool_sleepers) > 0) {
     pthread_mutex_lock(&pool_mu);
     pthread_cond_broadcast(&pool_cv);
     pthread_mutex_unlock(&pool_mu);
   }
   in_task = 1;
-  run_part(0);
+  if (!timed) run_chunks();
+  else {
+    loom_span w = loom_span_start();
+    run_chunks();
+    loom_span_check(w);
+  }
   in_task = 0;
-  while (atomic_load_explicit(&pool_pending, memory_order_acquire) > 0) __builtin_ia32_pause();
+  /* wait for chunks other threads claimed: spin while that pays, else sleep (the core may be
+   * what the thread holding the last chunk needs) */
+  spinner sp = {0};
+  while (atomic_load_explicit(&chunks_done, memory_order_acquire) != chunks && spin_more(&sp, 50)) {}
+  if (atomic_load_explicit(&chunks_done, memory_order_acquire) == chunks) return;
+  pthread_mutex_lock(&pool_mu);
+  atomic_store_explicit(&caller_sleeping, 1, memory_order_seq_cst);
+  while (atomic_load_explicit(&chunks_done, memory_order_seq_cst) != chunks) pthread_cond_wait(&job_done_cv, &pool_mu);
+  atomic_store_explicit(&caller_sleeping, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&pool_mu);
 }
 
 /* ---- scratch: per-thread grow-only buffers ------------------------------------------------------ */
@@ -388,14 +481,8 @@ int loom_done(void *h) { return atomic_load_explicit(&((cmd *)h)->done, memory_o
 int loom_wait(void *h) {
   cmd *c = h;
   /* spin for a short command before sleeping on the condition variable */
-  double end = 0;
-  for (int i = 0; !atomic_load_explicit(&c->done, memory_order_acquire); i++) {
-    __builtin_ia32_pause();
-    if ((i & 63) != 63) continue;
-    double t = now_us();
-    if (end == 0) end = t + 20;
-    else if (t > end) break;
-  }
+  spinner sp = {0};
+  while (!atomic_load_explicit(&c->done, memory_order_acquire) && spin_more(&sp, 20)) {}
   if (!atomic_load(&c->done)) {
     pthread_mutex_lock(&q_mu);
     while (!atomic_load(&c->done)) pthread_cond_wait(&done_cv, &q_mu);
@@ -410,8 +497,9 @@ const char *loom_cmd_error(void *h) { return ((cmd *)h)->err; }
 /** Free a finished command's record. */
 void loom_release(void *h) { free(h); }
 
-/** Counters: [0] submits, then one count per opcode. */
+/** Counters: [0] submits, then one count per opcode, then the pool's descheduled spins seen. */
 void loom_counters(double *out) {
   out[0] = (double)submits;
   for (int i = 0; i < OP_END; i++) out[1 + i] = (double)op_counts[i];
+  out[1 + OP_END] = (double)atomic_load(&preemptions);
 }

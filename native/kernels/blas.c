@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,15 +21,23 @@ typedef void (*sgemm_t)(int, int, int, int, int, int, float, const float *, int,
 typedef void (*dgemm_t)(int, int, int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
 static sgemm_t p_sgemm;
 static dgemm_t p_dgemm;
-static int blas_state = -1; /* -1 not tried, 0 absent, 1 loaded */
+/* -1 not loaded yet, 0 absent, 1 loaded. Workers of the first multithreaded product ask at the
+ * same time: the library is loaded once (pthread_once) and the state published last, with
+ * release order, so no worker sees "absent" or a half-set function table while another loads
+ * it (one product would mix the built-in GEMM and OpenBLAS: results that differ run to run). */
+static int blas_state = -1;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void (*p_set_threads)(int);
 static int blas_threads = 1;
 static char blas_name[256];
 
-static void blas_load(void) {
-  blas_state = 0;
+static int blas_open(void);
+static void blas_load(void) { __atomic_store_n(&blas_state, blas_open(), __ATOMIC_RELEASE); }
+
+/** Find and open the library; returns the state (1 loaded, 0 absent). */
+static int blas_open(void) {
   const char *want = getenv("LOOM_BLAS");
-  if (want && strcmp(want, "0") == 0) return;
+  if (want && strcmp(want, "0") == 0) return 0;
   const char *ct = getenv("LOOM_OPENBLAS_CORETYPE");
   if (!ct) ct = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
   if (ct) setenv("OPENBLAS_CORETYPE", ct, 1);
@@ -49,15 +58,17 @@ static void blas_load(void) {
     if (set_threads) set_threads(1);
     p_set_threads = set_threads;
     snprintf(blas_name, sizeof blas_name, "%s (OPENBLAS_CORETYPE=%s)", cands[i], ct ? ct : "auto");
-    blas_state = 1;
-    return;
+    return 1;
   }
+  return 0;
 }
 
-/** 1 when OpenBLAS is in use. Loads it on first call. */
+/** 1 when OpenBLAS is in use. Loads it on first call (once; concurrent callers wait for it). */
 int loom_blas_available(void) {
-  if (blas_state < 0) blas_load();
-  return blas_state;
+  int s = __atomic_load_n(&blas_state, __ATOMIC_ACQUIRE);
+  if (s >= 0) return s;
+  pthread_once(&blas_once, blas_load);
+  return __atomic_load_n(&blas_state, __ATOMIC_ACQUIRE);
 }
 
 /**

@@ -304,6 +304,13 @@ int loom_blas_available(void);
 int loom_blas_threads(int n);
 /* shim.c: while set, idle pool workers sleep instead of spinning (another pool has the cores) */
 void loom_pool_park(int on);
+/* 1 while the machine looks oversubscribed (shim.c: a spinning pool thread was descheduled) */
+int loom_pool_contended(void);
+/* a span of work on the calling thread; the check marks the machine oversubscribed when the span
+ * took PREEMPT_US more wall time than CPU time (the thread was descheduled) */
+typedef struct { double wall, cpu; } loom_span;
+loom_span loom_span_start(void);
+void loom_span_check(loom_span s);
 void loom_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void loom_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,

@@ -155,14 +155,19 @@ int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o) {
   if (C.nbatch == 0 || C.M == 0 || C.N == 0) return 0;
   double flops = 2.0 * C.M * C.N * C.K;
   int nt = loom_nthreads();
-  if (C.nbatch == 1 && flops >= 1e8 && nt > 1 && o->dt == C.dt && loom_blas_threads(nt)) {
+  if (C.nbatch == 1 && flops >= 1e8 && nt > 1 && o->dt == C.dt && !loom_pool_contended() && loom_blas_threads(nt)) {
     /* one large product: OpenBLAS threads it itself (2-D split, packed panels shared) while
-     * Loom's workers sleep; the same single GEMM call as a serial run, so the same bits */
+     * Loom's workers sleep; the same single GEMM call as a serial run, so the same bits.
+     * Not when the machine is oversubscribed: OpenBLAS's split is static, so one descheduled
+     * thread stalls the product; Loom's pool hands a preempted worker's blocks to the others
+     * (column blocks give the same bits as one call: each element's K loop is the same). */
     loom_pool_park(1);
     int es = dt_size(C.dt);
     mat A = as_mat(a, a->off, C.M, C.K, a->st[a->nd - 2], a->st[a->nd - 1], C.dt, SCR_T2);
     mat B = as_mat(b, b->off, C.K, C.N, b->st[b->nd - 2], b->st[b->nd - 1], C.dt, SCR_T3);
+    loom_span w = loom_span_start();
     gemm_dt(C.dt, &A, &B, C.M, C.N, C.K, 1, 0, o->p + o->off * es, C.N);
+    loom_span_check(w);
     loom_blas_threads(1);
     loom_pool_park(0);
     return 0;

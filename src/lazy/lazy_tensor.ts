@@ -21,37 +21,58 @@ import { checkView, Tensor } from "./tensor.ts";
 // (intermediates live in a reused workspace), so a later realize may recompute from the inputs;
 // to give eager semantics anyway, an eager buffer written in place first gives the lazy source
 // nodes still reading it a copy of the old values.
-const readers = new WeakMap<object, WeakRef<Node>[]>();
+// A buffer has one source node per layout (dtype, offset, shape, strides), so its reader list is
+// bounded by the views in use, not by how often `lazy()` was called: a loop calling `x.lazy()`
+// 20,000 times registers one reader (WeakRefs of dropped nodes are not cleared within a
+// synchronous loop, so pruning them could not bound the list).
+const readers = new WeakMap<object, Readers>();
+
+/** The source nodes over one buffer, by layout; `limit`: the size at which dead entries are pruned. */
+interface Readers {
+  nodes: Map<string, WeakRef<Node>>;
+  limit: number;
+}
+
+const layoutKey = (d: TensorData): string => `${d.dtype}|${d.offset}|${d.shape.join(",")}|${d.strides.join(",")}`;
 
 /** A lazy source node over an eager tensor's buffer (registered for copy-on-write). */
 export function sourceNode(d: TensorData, device: string): Node {
+  if (device !== "cpu") return Node.source(d); // device memory is written through its backend
+  const storage = d.data;
+  let r = readers.get(storage);
+  if (!r) readers.set(storage, (r = { nodes: new Map(), limit: 32 }));
+  const key = layoutKey(d);
+  const old = r.nodes.get(key)?.deref();
+  if (old?.realized?.data === storage) return old;
   const n = Node.source(d);
-  if (device !== "cpu") return n; // device memory is written through its backend
-  let list = readers.get(d.data);
-  if (!list) readers.set(d.data, (list = []));
-  if (list.length >= 32) {
-    const alive = list.filter((r) => r.deref() !== undefined);
-    list.length = 0;
-    list.push(...alive);
+  r.nodes.set(key, new WeakRef(n));
+  if (r.nodes.size > r.limit) {
+    // drop collected nodes; the next prune waits until the map doubles (amortized O(1) per add)
+    for (const [k, w] of r.nodes) if (w.deref() === undefined) r.nodes.delete(k);
+    r.limit = Math.max(32, 2 * r.nodes.size);
   }
-  list.push(new WeakRef(n));
   return n;
+}
+
+/** Source nodes registered over `storage` (for tests: the reader list stays bounded). */
+export function readerCount(storage: TensorData["data"]): number {
+  return readers.get(storage)?.nodes.size ?? 0;
 }
 
 /** Call before writing eager `storage` in place: lazy sources still reading it get a copy. */
 export function beforeWrite(storage: TensorData["data"]): void {
-  const list = readers.get(storage);
-  if (!list) return;
+  const r = readers.get(storage);
+  if (!r) return;
   readers.delete(storage);
   let copy: TensorData["data"] | null = null;
-  const moved = new Map<TensorData, TensorData>(); // nodes sharing a view keep sharing its copy
-  for (const r of list) {
-    const n = r.deref();
-    if (!n?.realized || n.realized.data !== storage) continue;
+  for (const w of r.nodes.values()) {
+    const n = w.deref();
+    const d = n?.realized;
+    if (!n || !d || d.data !== storage) continue;
     copy ??= storage.slice();
-    let m = moved.get(n.realized);
-    if (!m) moved.set(n.realized, (m = { ...n.realized, data: copy }));
-    n.realized = m;
+    // a new TensorData of the five fields, not a spread: a backend's private fields describe the
+    // old storage (native keeps its raw buffer under a symbol)
+    n.realized = { dtype: d.dtype, shape: d.shape, strides: d.strides, offset: d.offset, data: copy };
   }
 }
 

@@ -8,6 +8,8 @@ import {
   LazyTensor, LoomAutogradError, LoomDtypeError, LoomShapeError, LoomValueError, Tensor, arange, no_grad, tensor,
   zeros, type TensorOps,
 } from "../../src/index.ts";
+import { readerCount } from "../../src/lazy/lazy_tensor.ts";
+import { BACKENDS, useBackend } from "../backends.ts";
 
 type T = TensorOps<any>;
 const MODES: [string, (t: Tensor) => T][] = [
@@ -147,6 +149,48 @@ describe("lazy: in-place rebinds", () => {
     y.add_(1);
     y.mul_(y);
     expect(y.sum().item()).toBe(9 + 25);
+  });
+});
+
+describe.each(BACKENDS)("copy on write: pending lazy graphs keep the values they read (%s)", (backend) => {
+  useBackend(backend);
+
+  test("a lazy-eval output written in place: graphs recorded before the write see the old values", () => {
+    // x = [1,2,3] + 1 = [2,3,4] (a compiled plan's output: pending native storage)
+    const x = f32([1, 2, 3]).lazy().add(1).eval();
+    const y = x.lazy().mul(2); // recorded: 2·[2,3,4] = [4,6,8]
+    x.add_(100); // x = [102,103,104]; y read x before the write
+    expect(y.eval().tolist()).toEqual([4, 6, 8]);
+    expect(x.tolist()).toEqual([102, 103, 104]);
+    expect(x.lazy().mul(2).tolist()).toEqual([204, 206, 208]); // recorded after: the new values
+  });
+
+  test("pooled buffers, views and several readers share one copy of the old values", () => {
+    // 8192 float32 = 32 KiB: native pooled memory. x[i] = i + 1 (computed lazily: pending)
+    const x = arange(8192).float().lazy().add(1).eval();
+    const whole = x.lazy().sum(); // Σ(i+1), i < 8192 = 8192·8193/2 = 33,558,528 (exact in float32)
+    const tail = x.index("8190:").lazy().mul(-1); // -[8191, 8192]
+    const head = x.index(":2").lazy().mul(1); // [1, 2]
+    x.fill_(0);
+    expect(whole.item()).toBe(33558528);
+    expect(tail.tolist()).toEqual([-8191, -8192]);
+    expect(head.tolist()).toEqual([1, 2]);
+    expect(x.lazy().sum().item()).toBe(0);
+  });
+
+  test("a source's reader list stays bounded over many realizes of one buffer", () => {
+    const x = f32([1, 2, 3]);
+    const storage = (x as Tensor)._d.data;
+    for (let i = 0; i < 5000; i++) {
+      x.lazy().mul(2).eval();
+      x.index("1:").lazy().add(1).eval(); // a new view object each time, one layout
+    }
+    // one source node per layout (whole buffer, x[1:]); before: one per lazy() call (10,000)
+    expect(readerCount(storage)).toBeLessThanOrEqual(2);
+    const y = x.lazy().mul(2);
+    x.add_(1);
+    expect(y.tolist()).toEqual([2, 4, 6]); // copy on write still applies to the shared node
+    expect(readerCount(storage)).toBe(0);
   });
 });
 

@@ -398,13 +398,17 @@ export class NativeBackend implements BatchBackend {
   }
 
   // ---- introspection ---------------------------------------------------------------------------
-  /** Counters kept by the shim: submits, and instructions run per opcode name. */
-  shimCounters(): { submits: number; byOp: Map<string, number> } {
+  /**
+   * Counters kept by the shim: submits, instructions run per opcode name, and `preemptions`:
+   * how often a spinning pool thread found it had been descheduled (the machine was
+   * oversubscribed, so the pool's waits slept instead of spinning for a while).
+   */
+  shimCounters(): { submits: number; byOp: Map<string, number>; preemptions: number } {
     const c = new Float64Array(1 + this.lib.opcodes.size + 1);
     this.lib.sym.loom_counters(c);
     const byOp = new Map<string, number>();
     for (const [name, code] of this.lib.opcodes) if (c[1 + code]) byOp.set(name, c[1 + code]!);
-    return { submits: c[0]!, byOp };
+    return { submits: c[0]!, byOp, preemptions: c[1 + this.lib.opcodes.size]! };
   }
 
   /** Command buffers submitted and not yet collected. */

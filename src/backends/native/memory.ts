@@ -99,11 +99,16 @@ export interface PendingState {
 
 export const PENDING = Symbol("loom.native.pending");
 
-/** A TensorData over `raw` whose `data` waits for `state` on first read. */
+/**
+ * A TensorData over `raw` whose `data` waits for `state` on first read.
+ * RAW and PENDING are not enumerable, so a spread (`{ ...t, data: copy }`, which the layers
+ * above use to put a TensorData over other storage) does not carry them along: the native
+ * backend would otherwise keep reading `raw` through RAW instead of the new `data`.
+ */
 export function pendingData(dtype: DType, shape: readonly number[], strides: readonly number[], offset: number, raw: TypedArray, state: PendingState): TensorData {
-  const t = { dtype, shape, strides, offset } as TensorData & { [RAW]: TypedArray; [PENDING]: PendingState };
-  t[RAW] = raw;
-  t[PENDING] = state;
+  const t = { dtype, shape, strides, offset } as TensorData;
+  Object.defineProperty(t, RAW, { value: raw, enumerable: false });
+  Object.defineProperty(t, PENDING, { value: state, enumerable: false });
   Object.defineProperty(t, "data", {
     enumerable: true,
     configurable: true,
