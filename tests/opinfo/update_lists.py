@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Rewrites unsupported.json and known_failures.json from one run's statuses, with the reasons
+"""Rewrites unsupported.json, known_failures.json and differences.json from one run's statuses, with the reasons
 and diagnoses below. Use it after regenerating the goldens (sample ids move) or after a batch of
 fixes; for a single fix, deleting its entries by hand is enough (the suite says which).
 
@@ -38,14 +38,12 @@ KR=[
  (r'div\.floor_rounding/', r'backward throws', "div(rounding_mode='floor') records no gradient: backward throws; torch's gradient is zero (issue 9 section 3)"),
  (r'.*', r'reading the results throws', "an index error of an earlier sample's kernel sits in webgpu's one global error buffer and is raised by this unrelated read (issue 9 section 2, webgpu index errors)"),
  (r'(amax|amin)/error/', r'no error', "amax/amin of an empty tensor (or an empty reduced dim) returns -inf/inf; torch raises (issue 9 section 2)"),
- (r'(gather|scatter_add)/error/', r'Expected dtype int64 for index', "an int32 index is accepted (with right values); torch 1.13 requires int64 for gather/scatter_add. Decide: reject, or keep as an extension and drop the sample"),
  (r'arange/', r'.', "arange with an integer dtype and float bounds: torch casts start/end/step to int64 first (arange(0., -8.000001, -4., dtype=int64) has 2 elements), Loom counts with the float bounds (issue 9 section 3)"),
- (r'linspace/int', r'.', "integer linspace: Loom truncates start + i*step; torch 1.13's integer kernel rounds differently (linspace(0, -3, 50, dtype=int64) has 20 zeros, not trunc(-3i/49)). Needs torch's exact integer formula"),
+ (r'linspace/int', r'.', "D:integer linspace: torch 1.13 truncates start + step*i per SIMD vector of i (Vectorized<int64>::arange from a truncated base), so its values depend on the CPU's vector width; Loom truncates the exact start + step*i (linspace(0, -3, 50) has 17 zeros; torch on AVX2 20)"),
  (r'sign/', r'NaN', "sign(nan) gives NaN; torch gives 0 (issue 9 section 3)"),
  (r'(abs|nn\.functional\.relu|clamp)/', r'grad.*NaN', "the abs/relu/clamp gradient at NaN inputs is NaN; torch gives 0 there (issue 9 section 3)"),
- (r'nn\.functional\.layer_norm/float32/', r'.', "normalized size 1: Loom gives exactly bias (x - mean = 0) and a zero input gradient; torch's float32 CPU kernel is off by up to 6.5e-5 (its one-element mean is inexact). torch is the inexact side"),
+ (r'nn\.functional\.layer_norm/float32/', r'.', "D:normalized size 1: the exact result is bias (x - mean(x) = 0 for one element) with a zero input gradient, which Loom gives; torch's float32 CPU kernel is off by up to 6.5e-5 (its one-element mean is inexact)"),
  (r'remainder/', r'.', "remainder(-1e20, -501): Loom computes a - floor(a/b)*b, which loses the answer (0) for large a; torch uses fmod: r = fmod(a, b), plus b when r != 0 and its sign differs from b's (-388). Fix in the js ref and native elementwise.c OP_remainder"),
- (r'pow/int', r'negative integer powers are not allowed', "integer pow with a negative *tensor* exponent raises; torch computes it (1 for base 1, +-1 for base -1, else 0) and raises only for a Python-scalar exponent"),
  (r'pow/int', r'Infinity', "integer pow with a negative exponent: 0 ** -7 gives Infinity stored in an int64 tensor; torch gives 0 (integer pow: 1 for base 1, +-1 for base -1, else 0). Fix the int path of pow on every backend"),
 ]
 def is0d(sid):
@@ -65,7 +63,7 @@ def classify(sid, st):
         if p==0: return ('K', "norm with p=0 gives Infinity; torch counts the non-zeros (issue 9 section 3)")
     if op=='norm.inf': return ('K', "norm with p=-inf gives 1; torch gives min |x| (issue 9 section 3)")
     return None
-U={}; K={}; todo=[]
+U={}; K={}; D={}; todo=[]
 ids=sorted({i for b in r for i in r[b]})
 for sid in ids:
     ran=[b for b in r if sid in r[b]]
@@ -78,9 +76,11 @@ for sid in ids:
     for b,c in cls.items():
         key = sid if same else f'{sid}@{b}'
         if c[0]=='U': U.setdefault(c[1], []).append(key)
+        elif c[1].startswith('D:'): D[key]=c[1][2:]  # torch is the inexact side
         else: K[key]=c[1]
         if same: break
 json.dump({k: sorted(v) for k,v in U.items()}, open(W+'unsupported.json','w'), indent=1); open(W+'unsupported.json','a').write('\n')
 json.dump(dict(sorted(K.items())), open(W+'known_failures.json','w'), indent=1); open(W+'known_failures.json','a').write('\n')
+json.dump(dict(sorted(D.items())), open(W+'differences.json','w'), indent=1); open(W+'differences.json','a').write('\n')
 for t in todo: print('TODO', t)
 print(len(K), sum(len(v) for v in U.values()))
