@@ -249,7 +249,8 @@ const fused_lora_linear: FusedLaunch = (ctx, ins, a: LoraAttrs, out) => {
 
 /**
  * softmax(prologue(q @ kᵀ)) @ v. Kernel 1 (one thread per score row) computes the row's scores
- * with the prologue and normalizes them in a temporary; kernel 2 is the GEMM with v.
+ * with the prologue and normalizes them in a temporary (the row's sum of exponentials in two
+ * levels, see rowSum); kernel 2 is the GEMM with v.
  */
 const fused_attention: FusedLaunch = (ctx, ins, a: AttentionAttrs, out) => {
   const ops = operands(ctx, ins);
@@ -289,8 +290,7 @@ const fused_attention: FusedLaunch = (ctx, ins, a: AttentionAttrs, out) => {
     m = ${REDUCE_WGSL.amax.f32.step("m", "v")};
   }
   m = ${R(D, "m")};
-  var z = 0.0;
-  for (var s = 0u; s < ${S}u; s++) { let e = ${R(D, F.exp.f(R(D, F.sub.f(`out[po + s]`, "m", "")), "", ""))}; out[po + s] = e; z = z + e; }
+  ${rowSum("z", S, `let e = ${R(D, F.exp.f(R(D, F.sub.f("out[po + j]", "m", "")), "", ""))}; out[po + j] = e;`, "e")}
   z = ${R(D, "z")};
   for (var s = 0u; s < ${S}u; s++) { out[po + s] = ${R(D, F.div.f("out[po + s]", "z", ""))}; }`;
     const bufs = [...b.bufs, ...e.bufs];
