@@ -7,6 +7,10 @@
  *
  * Operands are buffers with strides (broadcast dims have stride 0) or immediate scalars passed
  * in the parameter block (the 0-d constants that `x * 2` creates), so a scalar costs no upload.
+ *
+ * Integer results are checked as the reference checks them (`intFaults`): a kernel that can fault
+ * (integer floor_divide/remainder/pow, a float-to-integer store) binds the error ring and reports
+ * to its own cell; every other kernel binds nothing more.
  */
 import { intResultCheck } from "../../graph/ops/elementwise.ts";
 import type { DType } from "../../tensor/dtype.ts";

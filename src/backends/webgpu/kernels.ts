@@ -7,7 +7,8 @@
  * there are no atomics and sums come in the js reference's order. Out-of-range (and negative:
  * PyTorch rejects them) indices cannot throw on the GPU: the kernel records the first one in its
  * own error cell (queue.ts), which the output's storage and everything computed from it keep, and
- * every read of those raises LoomIndexError with the js backend's message.
+ * every read of those raises the js reference's error (`indexError`: LoomIndexError, worded for
+ * the composite in `IndexAttrs.caller`; one_hot's LoomValueError).
  */
 import type { ArgAttrs, CumsumAttrs } from "../../graph/ops/reduce.ts";
 import type { LoraAttrs } from "../../graph/ops/lora.ts";
