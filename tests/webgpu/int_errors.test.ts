@@ -48,6 +48,20 @@ describe.if(WEBGPU)("webgpu integer faults in fused kernels", () => {
     expect(x.lazy().mul(2 ** -125).matmul(y.lazy()).int().tolist()).toEqual([[8, 8], [8, 8]]); // 4 + 4, exact
   });
 
+  test("fused_softmax and fused_attention: a cast of inf in the prologue", () => {
+    const x = G(loom.tensor([[1, Infinity, 2], [0, 1, 2]], { dtype: "float32" }));
+    const sm = x.lazy().long().float().softmax(-1) as LazyTensor;
+    expect(compile_plan([sm]).instructions.map((i) => i.op.name)).toEqual(["fused_softmax"]);
+    expect(() => sm.tolist()).toThrow("[cast] cannot convert Infinity to int64");
+    // scores q·kᵀ = 1 scaled by 1e38·1e10 overflow to inf before the cast
+    const q = G(loom.ones([1, 2, 1])), k = G(loom.ones([1, 2, 1])), v = G(loom.tensor([[[1], [3]]], { dtype: "float32" }));
+    const att = (s: number) => q.lazy().matmul(k.lazy().transpose(-2, -1)).mul(1e38).mul(s).long().float().softmax(-1).matmul(v.lazy()) as LazyTensor;
+    expect(compile_plan([att(1e10)]).instructions.map((i) => i.op.name)).toEqual(["fused_attention"]);
+    expect(() => att(1e10).tolist()).toThrow("[cast] cannot convert Infinity to int64");
+    // finite: equal scores, uniform weights, each row the mean of v = 2
+    expect(att(1e-38).tolist()).toEqual([[[2], [2]]]);
+  });
+
   test("NaN and -inf casts, and integer pow with a negative exponent (eager and fused)", () => {
     const f = G(loom.tensor([1, -Infinity], { dtype: "float32" }));
     expect(() => f.to("uint8").tolist()).toThrow("[cast] cannot convert -Infinity to uint8");
