@@ -55,17 +55,13 @@ describe.each(TARGETS)("%s", (_name, target) => {
   const floats = (r: Rec) => dev(loom.tensor(r.data, { dtype: "float32" }).reshape(r.shape));
   const ints = (r: Rec) => dev(loom.tensor(r.data, { dtype: "int64" }).reshape(r.shape));
   const values = (t: T) => Array.from(t.dataSync() as ArrayLike<number>);
-  // TODO(h-webgpu): the webgpu index kernels read shape[dim] of 0-d operands (size 0), wrap
-  // negative indices and word every bounds error as their own op's; skipped there until the
-  // webgpu kernels handle 0-d (h-webgpu's branch), reject negatives and honour IndexAttrs.caller.
-  const gpuTodo = target.device === "webgpu";
 
   for (const mode of MODES) {
     const lift = (t: loom.Tensor): T => (mode === "lazy" ? t.lazy() : t);
 
     describe(`${mode}: 0-d operands as PyTorch`, () => {
       for (const [name, c] of CASES) {
-        test.skipIf(gpuTodo)(name, () => {
+        test(name, () => {
           const x = floats(c.x).requires_grad_();
           const src = c.src ? floats(c.src).requires_grad_() : null;
           const out = applyOp(c.op, lift(x), c.dim, lift(ints(c.index)), src ? lift(src) : null);
@@ -83,7 +79,7 @@ describe.each(TARGETS)("%s", (_name, target) => {
         });
       }
 
-      test.skipIf(gpuTodo)("scatter_add: src larger than index gets zero gradient where it is not read", () => {
+      test("scatter_add: src larger than index gets zero gradient where it is not read", () => {
         // out = x + src[0] at index 0 (0-d index = [1]); d out/d src = [1, 0] times upstream 1
         const x = floats({ shape: [], data: [5] }).requires_grad_();
         const src = floats({ shape: [2], data: [7, 8] }).requires_grad_();
@@ -113,7 +109,7 @@ describe.each(TARGETS)("%s", (_name, target) => {
           "[index_add] source [2] does not match input [2, 3] with 1 indices at dim 1");
       });
 
-      test.skipIf(gpuTodo)("a 0-d input has one position: index 1 and -1 are out of bounds", () => {
+      test("a 0-d input has one position: index 1 and -1 are out of bounds", () => {
         const x0 = lift(floats({ shape: [], data: [5] }));
         const i0 = (v: number) => lift(ints({ shape: [], data: [v] }));
         // torch: "index 1 is out of bounds for dimension 0 with size 1"
@@ -130,18 +126,18 @@ describe.each(TARGETS)("%s", (_name, target) => {
       const neg = () => lift(ints({ shape: [2], data: [0, -1] }));
       // torch: gather/scatter_add "index -1 is out of bounds for dimension 0 with size 3",
       // index_select/index_add/embedding "index out of range in self"
-      test.skipIf(gpuTodo)("gather", () => {
+      test("gather", () => {
         expectError(() => x().gather(0, neg()).tolist(), LoomIndexError, "[gather] index -1 is out of bounds for dimension 0 with size 3");
       });
-      test.skipIf(gpuTodo)("index_select", () => {
+      test("index_select", () => {
         expectError(() => x().index_select(0, neg()).tolist(), LoomIndexError, "[index_select] index -1 is out of bounds for dimension 0 with size 3");
       });
-      test.skipIf(gpuTodo)("embedding", () => {
+      test("embedding", () => {
         const w = lift(floats({ shape: [3, 2], data: [1, 2, 3, 4, 5, 6] }));
         expectError(() => loom.embedding(neg(), w).tolist(), LoomIndexError, "[embedding] index -1 is out of bounds for dimension 0 with size 3");
         expectError(() => loom.embedding(lift(ints({ shape: [1], data: [3] })), w).tolist(), LoomIndexError, "[embedding] index 3 is out of bounds for dimension 0 with size 3");
       });
-      test.skipIf(gpuTodo)("scatter_add and index_add", () => {
+      test("scatter_add and index_add", () => {
         const src = () => lift(floats({ shape: [2], data: [1, 1] }));
         expectError(() => x().scatter_add(0, neg(), src()).tolist(), LoomIndexError, "[scatter_add] index -1 is out of bounds for dimension 0 with size 3");
         expectError(() => x().index_add(0, neg(), src()).tolist(), LoomIndexError, "[index_add] index -1 is out of bounds for dimension 0 with size 3");
@@ -152,7 +148,7 @@ describe.each(TARGETS)("%s", (_name, target) => {
       const logits = () => lift(dev(loom.zeros([2, 3])));
       const tgt = (...v: number[]) => lift(ints({ shape: [v.length], data: v }));
       // torch: IndexError "Target -1 is out of bounds." (ignore_index defaults to -100)
-      test.skipIf(gpuTodo)("target -1 is not ignore_index: raises", () => {
+      test("target -1 is not ignore_index: raises", () => {
         expectError(() => loom.cross_entropy(logits(), tgt(0, -1)).item(), LoomIndexError, "[cross_entropy] Target -1 is out of bounds.");
         expectError(() => loom.cross_entropy(logits(), tgt(0, -1), { reduction: "none" }).tolist(), LoomIndexError, "[cross_entropy] Target -1 is out of bounds.");
         const w = lift(floats({ shape: [3], data: [1, 2, 3] }));
@@ -170,7 +166,7 @@ describe.each(TARGETS)("%s", (_name, target) => {
     describe(`${mode}: one_hot values outside [0, num_classes)`, () => {
       const v = (...a: number[]) => lift(ints({ shape: [a.length], data: a }));
       // torch: "Class values must be smaller than num_classes." / "Class values must be non-negative."
-      test.skipIf(gpuTodo)("raise, as eager always did", () => {
+      test("raise, as eager always did", () => {
         expectError(() => loom.one_hot(v(0, 3), 3).tolist(), LoomValueError, "[one_hot] class values must be smaller than num_classes (3), got 3");
         expectError(() => loom.one_hot(v(0, -1), 3).tolist(), LoomValueError, "[one_hot] class values must be non-negative");
         expectError(() => loom.one_hot(v(0, -1)).tolist(), LoomValueError, "[one_hot] class values must be non-negative");

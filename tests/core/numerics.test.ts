@@ -198,11 +198,9 @@ describe.each(BACKENDS)("numerics on %s", (backend) => {
   });
 });
 
-// webgpu: integer kernels have no error channel yet (integer division by 0 gives 0 there), so the
-// integer-error cases run on the CPU backends only
 describe.if(WEBGPU)("numerics on webgpu", () => {
-  describe("eager", () => suite({ device: "webgpu", lazy: false }, { ints: false }));
-  describe("lazy", () => suite({ device: "webgpu", lazy: true }, { ints: false }));
+  describe("eager", () => suite({ device: "webgpu", lazy: false }, { ints: true }));
+  describe("lazy", () => suite({ device: "webgpu", lazy: true }, { ints: true }));
 
   test("fused_rms_norm sums a long row in two levels (float32 error ~1e-6, not ~1e-5)", () => {
     // one thread per row: a serial float32 sum of 65536 squares ≈ 0.01 drifts by ~2e-5 relative,

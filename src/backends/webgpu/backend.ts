@@ -158,11 +158,13 @@ export class WebGpuBackend implements Backend, Ctx {
   /** Every fused op of the registry has a WGSL kernel (fused.ts). */
   readonly fusedOps: readonly string[] = Object.keys(FUSED_KERNELS);
   /**
-   * Storage bindings per kernel less two: the output, and the partials buffer that the last pass
-   * of a long fused reduction binds beside the inputs its epilogue may read (reduce.ts).
+   * Storage bindings per kernel less three: the output, the partials buffer that the last pass
+   * of a long fused reduction binds beside the inputs its epilogue may read (reduce.ts), and the
+   * error ring that a kernel whose program can fault binds (integer division by 0...: program.ts
+   * ErrSink).
    */
   get maxKernelInputs(): number {
-    return this.q.maxBuffers - 2;
+    return this.q.maxBuffers - 3;
   }
 
   /** A kernel for a compiled plan: records the op into the plan's (GPU) output buffer. */

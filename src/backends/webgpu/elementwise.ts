@@ -7,12 +7,18 @@
  *
  * Operands are buffers with strides (broadcast dims have stride 0) or immediate scalars passed
  * in the parameter block (the 0-d constants that `x * 2` creates), so a scalar costs no upload.
+ *
+ * Integer results are checked as the reference checks them (`intFaults`): a kernel that can fault
+ * (integer floor_divide/remainder/pow, a float-to-integer store) binds the error ring and reports
+ * to its own cell; every other kernel binds nothing more.
  */
+import { intResultCheck } from "../../graph/ops/elementwise.ts";
 import type { DType } from "../../tensor/dtype.ts";
 import { LoomValueError } from "../../tensor/errors.ts";
 import { convertExpr, isFloatClass, scalarBits, storeExpr, WGSL_COMMON, type Wgsl } from "./dtype.ts";
 import { collapse, contiguous, groupsFor, linearIndex, numelOf, padRank, type Ctx, type OpsOfKind, type View } from "./context.ts";
-import { PARAMS_WGSL, type Kernel } from "./queue.ts";
+import type { PBuf } from "./memory.ts";
+import { ERR_WGSL, PARAMS_WGSL, type ErrSite, type Kernel } from "./queue.ts";
 
 type Expr = (a: string, b: string, c: string) => string;
 /** `f`: the f32 expression; `i`: the i32 expression (absent: the op computes in f32). */
@@ -99,6 +105,7 @@ const HELPERS: Record<string, string> = {
   }
   return select(r, -r, x < 0.0);
 }`,
+  nonfinite_f: "fn nonfinite_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u; }",
   floordiv_i: `fn floordiv_i(a: i32, b: i32) -> i32 {
   if (b == 0) { return 0; }
   let q = a / b;
@@ -134,8 +141,9 @@ const HELPERS: Record<string, string> = {
   }
   return exp2(b * log2(a));
 }`,
+  // b < 0 is an error (intFaults); 0 stands in for the value a faulting kernel stores
   pow_i: `fn pow_i(a: i32, b: i32) -> i32 {
-  if (b < 0) { if (a == 1) { return 1; } if (a == -1) { return select(1, -1, (b & 1) == 1); } return 0; }
+  if (b < 0) { return 0; }
   var r = 1; var base = a; var e = b;
   loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * base; } base = base * base; e = e >> 1u; }
   return r;
@@ -156,6 +164,42 @@ export function helpersFor(code: string): string {
   return [...need].map((h) => HELPERS[h]).join("\n");
 }
 
+/** The error `check` throws (the reference's own check, so messages are the js backend's). */
+function thrownBy(check: () => unknown): Error {
+  try {
+    check();
+  } catch (e) {
+    return e as Error;
+  }
+  return new LoomValueError("[webgpu] a fault site's check did not raise");
+}
+const BITS = new Int32Array(1);
+const BITS_F = new Float32Array(BITS.buffer);
+
+/**
+ * WGSL checking one step whose result has dtype `dtype`, as the reference's intResultCheck does
+ * (src/graph/ops/elementwise.ts): integer floor_divide/remainder by 0, integer pow with a negative
+ * exponent, and a non-finite value stored as an integer (a cast of inf/NaN). A GPU kernel cannot
+ * throw: a failed check calls `report` with a site that `site()` registered (its number), whose
+ * error the reads of the result raise (queue.ts ErrCell). `a`, `b`: the operands and `e` the value
+ * (WGSL type `useT`); `tmp` names a fresh variable. Ops that cannot fault return `e` unchecked.
+ */
+export function intFaults(op: string, dtype: DType, useT: Wgsl, a: string, b: string, e: string, tmp: string, site: (s: ErrSite) => number): { pre: string; value: string } {
+  const chk = intResultCheck(op, dtype);
+  if (!chk) return { pre: "", value: e };
+  const zero = useT === "f32" ? "0.0" : "0";
+  const pre: string[] = [];
+  if (op === "floor_divide" || op === "remainder") pre.push(`if (${b} == ${zero}) { report(${site(() => thrownBy(() => chk(0, 1, 0)))}u, 0); }`);
+  if (op === "pow") pre.push(`if (${b} < ${zero}) { report(${site(() => thrownBy(() => chk(1, 1, -1)))}u, 0); }`);
+  if (useT === "i32") return { pre: pre.join(" "), value: e }; // i32 values are finite
+  const fin = site((v) => {
+    BITS[0] = v;
+    return thrownBy(() => chk(BITS_F[0]!, 1, 1));
+  });
+  pre.push(`let ${tmp} = ${e}; if (nonfinite_f(${tmp})) { report(${fin}u, bitcast<i32>(${tmp})); }`);
+  return { pre: pre.join(" "), value: tmp };
+}
+
 /** An elementwise operand: a strided buffer view, or an immediate scalar. */
 export type Operand = { kind: "buf"; view: View } | { kind: "imm"; t: Wgsl; dtype: DType; value: number };
 
@@ -172,18 +216,20 @@ export function computeType(out: DType, operands: readonly { dtype: DType }[]): 
  */
 export function elementwiseKernel(
   op: keyof typeof EW_WGSL, ct: Wgsl, outDtype: DType, outT: Wgsl, operands: readonly { kind: "buf" | "imm" | "alias"; t: Wgsl }[], nd: number, outStrided: boolean,
-): Kernel {
+): EwKernel {
   // generating the source costs more than the dispatch: memoize by what determines it
   const key = `${op}|${ct}|${outDtype}|${outT}|${operands.map((o) => o.kind + o.t).join(",")}|${nd}|${+outStrided}`;
   let k = KERNEL_MEMO.get(key);
   if (!k) KERNEL_MEMO.set(key, (k = buildElementwise(op, ct, outDtype, outT, operands, nd, outStrided)));
   return k;
 }
-const KERNEL_MEMO = new Map<string, Kernel>();
+const KERNEL_MEMO = new Map<string, EwKernel>();
+/** An elementwise kernel; one that can fault (intFaults) binds the error ring last and reads its cell's word last. */
+export interface EwKernel extends Kernel { readonly sites: readonly ErrSite[] }
 
 function buildElementwise(
   op: keyof typeof EW_WGSL, ct: Wgsl, outDtype: DType, outT: Wgsl, operands: readonly { kind: "buf" | "imm" | "alias"; t: Wgsl }[], nd: number, outStrided: boolean,
-): Kernel {
+): EwKernel {
   const table = EW_WGSL[op] as EwWgsl;
   const useT: Wgsl = ct === "i32" && !table.i ? "f32" : ct;
   const expr = useT === "f32" ? table.f : table.i!;
@@ -226,8 +272,12 @@ function buildElementwise(
   }
   operands.forEach((_, k) => lines.push(`let v${k} = ${vals[k]};`));
   const e = expr(...([0, 1, 2].map((k) => (k < operands.length ? `v${k}` : "0")) as [string, string, string]));
-  const value = storeExpr(outDtype, useT, e);
-  lines.push(`out[${outStrided ? "oo" : "i"}] = ${value};`);
+  const sites: ErrSite[] = [];
+  const chk = intFaults(op, outDtype, useT, "v0", "v1", e, "r0", (s) => sites.push(s));
+  if (chk.pre) lines.push(chk.pre);
+  lines.push(`out[${outStrided ? "oo" : "i"}] = ${storeExpr(outDtype, useT, chk.value)};`);
+  // a kernel that can fault binds the error ring after its inputs and reads its cell's word last
+  if (sites.length) decl.push(ERR_WGSL(bufs.length + 2, w));
   const body = lines.join("\n  ");
   const source = `${PARAMS_WGSL}${WGSL_COMMON}${helpersFor(body)}
 ${decl.join("\n")}
@@ -237,7 +287,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   if (i >= p(0u)) { return; }
   ${body}
 }`;
-  return { source, access: ["rw", ...bufs.map(() => "r" as const)] };
+  return { source, access: ["rw", ...bufs.map(() => "r" as const), ...(sites.length ? ["rw" as const] : [])], sites };
 }
 
 /** Output target of an elementwise launch: dense, or a strided view (in-place writes, cat). */
@@ -266,5 +316,10 @@ export function launchElementwise(ctx: Ctx, op: keyof typeof EW_WGSL, operands: 
   for (const o of operands) if (o.kind === "imm") params.push(scalarBits(o.t, o.value, op));
   const kinds = operands.map((o) => ({ kind: o.kind === "imm" ? "imm" as const : isAlias(o) ? "alias" as const : "buf" as const, t: o.kind === "buf" ? o.view.t : o.t }));
   const k = elementwiseKernel(op, ct, target.view.dtype, target.view.t, kinds, nd, !target.dense);
-  ctx.q.dispatch(k, params, [target.view.buf, ...ordered.filter((o) => !isAlias(o)).map((o) => o.view.buf)], groupsFor(n));
+  const bufs: (PBuf | null)[] = [target.view.buf, ...ordered.filter((o) => !isAlias(o)).map((o) => o.view.buf)];
+  if (k.sites.length) {
+    params.push(ctx.q.errorCell(k.sites).word);
+    bufs.push(null);
+  }
+  ctx.q.dispatch(k, params, bufs, groupsFor(n));
 }

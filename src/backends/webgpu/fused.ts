@@ -19,7 +19,8 @@ import { convertExpr, storeExpr, WGSL_COMMON, type Wgsl } from "./dtype.ts";
 import { contiguous, groupsFor, linearIndex, numelOf, type Ctx, type View } from "./context.ts";
 import { EW_WGSL, computeType, helpersFor, type Operand } from "./elementwise.ts";
 import { launchMatmul, type Epilogue } from "./matmul.ts";
-import { bindInputs, classOf, programFn, unravelInto, type InputAccess } from "./program.ts";
+import type { PBuf } from "./memory.ts";
+import { bindInputs, classOf, ErrSink, programFn, unravelInto, type InputAccess } from "./program.ts";
 import { PARAMS_WGSL } from "./queue.ts";
 import { REDUCE_WGSL, reduceRows } from "./reduce.ts";
 
@@ -43,6 +44,9 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   ${body}
 }`;
 }
+
+/** Access of bindings 1..: the output, then read-only inputs (the error ring, bound as `null`, is written). */
+const accessOf = (bufs: readonly (PBuf | null)[]): ("r" | "rw")[] => ["rw", ...bufs.map((b) => (b ? "r" as const : "rw" as const))];
 
 /** Read a 0-d or 1-element operand as f32 (a constant n, eps or scale). */
 const scalarOf = (a: InputAccess): string => (a.kind === "imm" ? convertExpr(a.t, "f32", a.value!) : convertExpr(a.t, "f32", `${a.name}[${a.base}]`));
@@ -68,11 +72,14 @@ const fused_elementwise: FusedLaunch = (ctx, ins, a: FusedElementwiseAttrs, out)
   const n = numelOf(out.shape);
   if (n === 0) return;
   const b = bindInputs(operands(ctx, ins), out, 2, 1);
-  const { fn } = programFn("prog", a.program, b.access);
+  const sink = new ErrSink();
+  const { fn } = programFn("prog", a.program, b.access, sink);
+  const e = sink.slot(ctx.q, 2 + b.bufs.length, 1 + b.params.length);
   const body = `if (i >= p(0u)) { return; }
   ${unravelInto("c", "i", a.program.shape)}
   out[i] = prog(c, 0.0);`;
-  ctx.q.dispatch({ source: source(out.t, b.decls, [fn], 256, body), access: ["rw", ...b.bufs.map(() => "r" as const)] }, [n, ...b.params], [out.buf, ...b.bufs], groupsFor(n));
+  const bufs = [...b.bufs, ...e.bufs];
+  ctx.q.dispatch({ source: source(out.t, [...b.decls, ...e.decls], [fn], 256, body), access: accessOf(bufs) }, [n, ...b.params, ...e.params], [out.buf, ...bufs], groupsFor(n));
 };
 
 const fused_reduce: FusedLaunch = (ctx, ins, a: FusedReduceAttrs, out) => {
@@ -82,11 +89,15 @@ const fused_reduce: FusedLaunch = (ctx, ins, a: FusedReduceAttrs, out) => {
   const outN = numelOf(keptShape), R_ = numelOf(redShape);
   if (outN === 0) return;
   const b = bindInputs(operands(ctx, ins), out, 2, 3);
-  const pro = programFn("pro", a.prologue, b.access);
+  const sink = new ErrSink();
+  const pro = programFn("pro", a.prologue, b.access, sink);
   const ct = computeType(a.dtype, [{ dtype: a.prologue.code[a.prologue.out]!.dtype }]);
   const fold = REDUCE_WGSL[a.reduce.name as keyof typeof REDUCE_WGSL][ct];
   const accD = a.dtype;
-  const epi = a.epilogue ? programFn("epi", a.epilogue, b.access, classOf(accD)) : null;
+  const epi = a.epilogue ? programFn("epi", a.epilogue, b.access, sink, classOf(accD)) : null;
+  // every pass that reads the inputs (the first, and the last when it runs the epilogue) binds them
+  // and the error ring after them; its cell's word follows their parameters (reduce.ts RowSource)
+  const e = sink.slot(ctx.q, 2 + b.bufs.length, 3 + b.params.length);
   const set = (c: string, v: string, dims: readonly number[], sh: readonly number[]) => {
     if (!sh.length) return "";
     const lines = [`var r_${v} = ${v};`];
@@ -94,7 +105,7 @@ const fused_reduce: FusedLaunch = (ctx, ins, a: FusedReduceAttrs, out) => {
     return lines.join(" ");
   };
   const src = {
-    decls: [...b.decls, pro.fn, ...(epi ? [epi.fn] : [])].join("\n"), bufs: b.bufs, params: b.params,
+    decls: [...b.decls, ...e.decls, pro.fn, ...(epi ? [epi.fn] : [])].join("\n"), bufs: [...b.bufs, ...e.bufs], params: [...b.params, ...e.params],
     row: `var c: array<u32, ${Math.max(shape.length, 1)}>;\n  ${set("c", "o", kept, keptShape)}`,
     load: (j: string) => `${set("c", j, a.dim, redShape)} let v = ${convertExpr(pro.outT, ct, "pro(c, 0.0)")};`,
   };
@@ -111,8 +122,10 @@ const fused_matmul: FusedLaunch = (ctx, ins, a: FusedMatmulAttrs, out) => {
   if (!x || !y) throw new Error("[fused_matmul] operands must be tensors");
   const epi = (firstBinding: number, firstWord: number): Epilogue => {
     const b = bindInputs(ops, out, firstBinding, firstWord, new Map([[x.buf, "A"], [y.buf, "B"]]));
-    const { fn } = programFn("epi", a.epilogue, b.access, classOf(a.dtype));
-    return { decls: b.decls, fn, shape: a.epilogue.shape, accDtype: a.dtype, bufs: b.bufs, params: b.params };
+    const sink = new ErrSink();
+    const { fn } = programFn("epi", a.epilogue, b.access, sink, classOf(a.dtype));
+    const e = sink.slot(ctx.q, firstBinding + b.bufs.length, firstWord + b.params.length);
+    return { decls: [...b.decls, ...e.decls], fn, shape: a.epilogue.shape, accDtype: a.dtype, bufs: [...b.bufs, ...e.bufs], params: [...b.params, ...e.params] };
   };
   launchMatmul(ctx, x, y, { ...out, shape: a.shape, dtype: a.dtype }, epi);
 };
@@ -147,7 +160,9 @@ const fused_softmax: FusedLaunch = (ctx, ins, a: FusedSoftmaxAttrs, out) => {
   const { rows, setup, base, inner } = rowsOf(shape, a.dim);
   if (rows === 0 || n === 0) return;
   const b = bindInputs(operands(ctx, ins), out, 2, 1);
-  const pro = programFn("pro", a.prologue, b.access);
+  const sink = new ErrSink();
+  const pro = programFn("pro", a.prologue, b.access, sink);
+  const e = sink.slot(ctx.q, 2 + b.bufs.length, 1 + b.params.length);
   const v = (j: string) => `c[${a.dim}] = ${j}; let v = ${convertExpr(pro.outT, "f32", "pro(c, 0.0)")};`;
   const body = `let row = i;
   if (row >= p(0u)) { return; }
@@ -163,7 +178,8 @@ const fused_softmax: FusedLaunch = (ctx, ins, a: FusedSoftmaxAttrs, out) => {
     let e = ${R(D, F.exp.f(R(D, F.sub.f("v", "m", "")), "", ""))};
     out[ob + j * ${inner}u] = ${R(D, F.div.f("e", "z", ""))};
   }`;
-  ctx.q.dispatch({ source: source(out.t, b.decls, [pro.fn], 64, body), access: ["rw", ...b.bufs.map(() => "r" as const)] }, [rows, ...b.params], [out.buf, ...b.bufs], groupsFor(rows, 64));
+  const bufs = [...b.bufs, ...e.bufs];
+  ctx.q.dispatch({ source: source(out.t, [...b.decls, ...e.decls], [pro.fn], 64, body), access: accessOf(bufs) }, [rows, ...b.params, ...e.params], [out.buf, ...bufs], groupsFor(rows, 64));
 };
 
 /** layer_norm / rms_norm over the trailing `dims` dims: one thread per row. */
@@ -233,7 +249,8 @@ const fused_lora_linear: FusedLaunch = (ctx, ins, a: LoraAttrs, out) => {
 
 /**
  * softmax(prologue(q @ kᵀ)) @ v. Kernel 1 (one thread per score row) computes the row's scores
- * with the prologue and normalizes them in a temporary; kernel 2 is the GEMM with v.
+ * with the prologue and normalizes them in a temporary (the row's sum of exponentials in two
+ * levels, see rowSum); kernel 2 is the GEMM with v.
  */
 const fused_attention: FusedLaunch = (ctx, ins, a: AttentionAttrs, out) => {
   const ops = operands(ctx, ins);
@@ -246,7 +263,9 @@ const fused_attention: FusedLaunch = (ctx, ins, a: AttentionAttrs, out) => {
   const P = ctx.temp(D, sshape, "fused_attention");
   if (rows > 0 && S > 0) {
     const b = bindInputs(ops, P, 2, 1);
-    const pro = programFn("pro", a.prologue, b.access, classOf(D));
+    const sink = new ErrSink();
+    const pro = programFn("pro", a.prologue, b.access, sink, classOf(D));
+    const e = sink.slot(ctx.q, 2 + b.bufs.length, 1 + b.params.length);
     const bs = (t: View) => broadcastStrides(t.shape.slice(0, -2), t.strides.slice(0, -2), batch);
     const qb = bs(q!), kb = bs(kt!);
     const qa = b.access[0]!, ka = b.access[1]!;
@@ -271,11 +290,11 @@ const fused_attention: FusedLaunch = (ctx, ins, a: AttentionAttrs, out) => {
     m = ${REDUCE_WGSL.amax.f32.step("m", "v")};
   }
   m = ${R(D, "m")};
-  var z = 0.0;
-  for (var s = 0u; s < ${S}u; s++) { let e = ${R(D, F.exp.f(R(D, F.sub.f(`out[po + s]`, "m", "")), "", ""))}; out[po + s] = e; z = z + e; }
+  ${rowSum("z", S, `let e = ${R(D, F.exp.f(R(D, F.sub.f("out[po + j]", "m", "")), "", ""))}; out[po + j] = e;`, "e")}
   z = ${R(D, "z")};
   for (var s = 0u; s < ${S}u; s++) { out[po + s] = ${R(D, F.div.f("out[po + s]", "z", ""))}; }`;
-    ctx.q.dispatch({ source: source(P.t, b.decls, [pro.fn], 64, body), access: ["rw", ...b.bufs.map(() => "r" as const)] }, [rows, ...b.params], [P.buf, ...b.bufs], groupsFor(rows, 64));
+    const bufs = [...b.bufs, ...e.bufs];
+    ctx.q.dispatch({ source: source(P.t, [...b.decls, ...e.decls], [pro.fn], 64, body), access: accessOf(bufs) }, [rows, ...b.params, ...e.params], [P.buf, ...bufs], groupsFor(rows, 64));
   }
   void L;
   launchMatmul(ctx, P, v!, out);

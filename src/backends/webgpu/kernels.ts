@@ -7,32 +7,24 @@
  * there are no atomics and sums come in the js reference's order. Out-of-range (and negative:
  * PyTorch rejects them) indices cannot throw on the GPU: the kernel records the first one in its
  * own error cell (queue.ts), which the output's storage and everything computed from it keep, and
- * every read of those raises LoomIndexError with the js backend's message.
+ * every read of those raises the js reference's error (`indexError`: LoomIndexError, worded for
+ * the composite in `IndexAttrs.caller`; one_hot's LoomValueError).
  */
 import type { ArgAttrs, CumsumAttrs } from "../../graph/ops/reduce.ts";
 import type { LoraAttrs } from "../../graph/ops/lora.ts";
 import type { DimAttrs, SliceBackwardAttrs } from "../../graph/ops/movement.ts";
-import type { TriAttrs } from "../../graph/ops/linalg_index.ts";
+import { indexError, type IndexAttrs, type TriAttrs } from "../../graph/ops/linalg_index.ts";
 import { LoomShapeError } from "../../tensor/errors.ts";
 import { normalizeDim } from "../../tensor/shape.ts";
 import { storeExpr, WGSL_COMMON } from "./dtype.ts";
 import { collapse, contiguous, groupsFor, linearIndex, numelOf, type Ctx, type OpsOfKind, type View } from "./context.ts";
 import { launchElementwise } from "./elementwise.ts";
 import { launchGemm, launchMatmul } from "./matmul.ts";
-import { ERR_OPS, PARAMS_WGSL } from "./queue.ts";
+import { ERR_WGSL, PARAMS_WGSL } from "./queue.ts";
 import { launchArg, launchCumsum, unravel } from "./reduce.ts";
 
 /** A kernel launcher: inputs are operand views, `out` a fresh dense output. */
 export type Launch = (ctx: Ctx, ins: readonly View[], attrs: any, out: View) => void;
-
-/** The error ring at `binding`; `report` writes the cell whose first word is parameter `word`. */
-const ERR_WGSL = (binding: number, word: number) => `
-@group(0) @binding(${binding}) var<storage, read_write> err: array<atomic<u32>>;
-fn report(code: u32, v: i32, dim: u32, size: u32) {
-  let e = p(${word}u);
-  if (atomicMax(&err[e], code) == 0u) { atomicStore(&err[e + 1u], bitcast<u32>(v)); atomicStore(&err[e + 2u], dim); atomicStore(&err[e + 3u], size); }
-}`;
-const errCode = (op: (typeof ERR_OPS)[number]) => ERR_OPS.indexOf(op) + 1;
 
 /** out (dense) = values of `src` converted to out's dtype. */
 function copyInto(ctx: Ctx, src: View, out: View, shape = src.shape): void {
@@ -51,19 +43,22 @@ function sliceOf(out: View, dim: number, start: number, len: number, step = 1): 
 
 /**
  * Generic "index along dim" kernel: one thread per lane of `lanes` (a shape whose `dim` is 1 for
- * scatters); `body` gets `ox`, `oi`, `os`, `oo` (offsets of x, index, src, out for the lane).
+ * scatters); `body` gets `ox`, `oi`, `os`, `oo` (offsets of x, index, src, out for the lane) and
+ * calls `report(1u, v)` for an index v outside [0, size): the error is the js reference's
+ * (`indexError`, worded for `a.caller`: embedding, cross_entropy's target, one_hot's class).
  */
-function laneKernel(ctx: Ctx, op: (typeof ERR_OPS)[number], ins: string, lanes: readonly number[], strideLists: readonly (readonly number[])[], body: string, outT: string, extra: number[]): { source: string; params: number[] } {
+type IndexOp = "gather" | "scatter_add" | "index_select" | "index_add";
+function laneKernel(ctx: Ctx, op: IndexOp, a: IndexAttrs, size: number, ins: string, lanes: readonly number[], strideLists: readonly (readonly number[])[], body: string, outT: string, extra: number[]): { source: string; params: number[] } {
   const nd = lanes.length;
   const names = ["ox", "oi", "os", "oo"].slice(0, strideLists.length);
-  const cell = 1 + extra.length; // word of the error cell's offset, after n and extras
-  const E = cell + 1; // first word after n, extras and the cell
+  const cellWord = 1 + extra.length; // word of the error cell's offset, after n and extras
+  const E = cellWord + 1; // first word after n, extras and the cell
   const S = E; // shape words
   const targets = names.map((v, k) => ({ v, stride: (d: number) => S + nd * (k + 1) + d }));
   const source = `${PARAMS_WGSL}${WGSL_COMMON}
 @group(0) @binding(1) var<storage, read_write> out: array<${outT}>;
 ${ins}
-${ERR_WGSL(5, cell)}
+${ERR_WGSL(5, cellWord)}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: vec3u) {
   let i = ${linearIndex(64)};
@@ -72,39 +67,39 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   ${unravel("i", nd, (d) => S + d, targets)}
   ${body}
 }`;
-  void op;
-  return { source, params: [numelOf(lanes), ...extra, ctx.q.errorCell().word, ...lanes, ...strideLists.flat()] };
+  const cell = ctx.q.errorCell([(v) => indexError(op, v, size, a.dim, a.caller)]);
+  return { source, params: [numelOf(lanes), ...extra, cell.word, ...lanes, ...strideLists.flat()] };
 }
 
-const gather: Launch = (ctx, [x, index], a: DimAttrs, out) => {
+const gather: Launch = (ctx, [x, index], a: IndexAttrs, out) => {
   const dim = a.dim;
   const xs = x!.strides.map((s, d) => (d === dim ? 0 : s));
   const ost = contiguous(out.shape);
   // extra words: size, x offset, x dim stride, index offset
-  const { source, params } = laneKernel(ctx, "gather", `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
+  const { source, params } = laneKernel(ctx, "gather", a, x!.shape[dim]!, `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
 @group(0) @binding(3) var<storage, read> ix: array<i32>;
 @group(0) @binding(4) var<storage, read> unused: array<i32>;`, index!.shape, [xs, index!.strides, ost],
   `let v = ix[p(4u) + oi];
   let size = i32(p(1u));
-  if (v < 0 || v >= size) { report(${errCode("gather")}u, v, ${dim}u, p(1u)); return; }
+  if (v < 0 || v >= size) { report(1u, v); return; }
   let k = u32(v);
   out[i] = x[p(2u) + ox + k * p(3u)];`, out.t, [x!.shape[dim]!, x!.offset, x!.strides[dim]!, index!.offset]);
   ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, x!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(index!.shape), 64));
 };
 
-const scatter_add: Launch = (ctx, [x, index, src], a: DimAttrs, out) => {
+const scatter_add: Launch = (ctx, [x, index, src], a: IndexAttrs, out) => {
   copyInto(ctx, x!, out);
   const dim = a.dim;
   const lanes = index!.shape.map((s, d) => (d === dim ? 1 : s));
   const ost = contiguous(out.shape).map((s, d) => (d === dim ? 0 : s));
   const ct = out.t;
-  const { source, params } = laneKernel(ctx, "scatter_add", `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
+  const { source, params } = laneKernel(ctx, "scatter_add", a, x!.shape[dim]!, `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
 @group(0) @binding(3) var<storage, read> ix: array<i32>;
 @group(0) @binding(4) var<storage, read> unused: array<i32>;`, lanes, [lanes.map(() => 0), index!.strides, src!.strides, ost],
   `let size = i32(p(1u));
   for (var j = 0u; j < p(2u); j++) {
     let v = ix[p(3u) + oi + j * p(4u)];
-    if (v < 0 || v >= size) { report(${errCode("scatter_add")}u, v, ${dim}u, p(1u)); return; }
+    if (v < 0 || v >= size) { report(1u, v); return; }
     let k = u32(v);
     let t = oo + k * p(7u);
     out[t] = ${storeExpr(out.dtype, ct, `out[t] + ${ct}(src[p(5u) + os + j * p(6u)])`)};
@@ -112,35 +107,35 @@ const scatter_add: Launch = (ctx, [x, index, src], a: DimAttrs, out) => {
   ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, src!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(lanes), 64));
 };
 
-const index_select: Launch = (ctx, [x, index], a: DimAttrs, out) => {
+const index_select: Launch = (ctx, [x, index], a: IndexAttrs, out) => {
   const dim = a.dim;
   const xs = x!.strides.map((s, d) => (d === dim ? 0 : s));
   // the position along dim of each output element: a stride-1 counter over out's dim
   const pos = out.shape.map((_, d) => (d === dim ? 1 : 0));
-  const { source, params } = laneKernel(ctx, "index_select", `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
+  const { source, params } = laneKernel(ctx, "index_select", a, x!.shape[dim]!, `@group(0) @binding(2) var<storage, read> x: array<${x!.t}>;
 @group(0) @binding(3) var<storage, read> ix: array<i32>;
 @group(0) @binding(4) var<storage, read> unused: array<i32>;`, out.shape, [xs, pos],
   `let v = ix[p(4u) + oi * p(5u)];
   let size = i32(p(1u));
-  if (v < 0 || v >= size) { report(${errCode("index_select")}u, v, ${dim}u, p(1u)); return; }
+  if (v < 0 || v >= size) { report(1u, v); return; }
   let k = u32(v);
   out[i] = x[p(2u) + ox + k * p(3u)];`, out.t, [x!.shape[dim]!, x!.offset, x!.strides[dim]!, index!.offset, index!.strides[0] ?? 0]);
   ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "rw"] }, params, [out.buf, x!.buf, index!.buf, index!.buf, null], groupsFor(numelOf(out.shape), 64));
 };
 
-const index_add: Launch = (ctx, [x, index, src], a: DimAttrs, out) => {
+const index_add: Launch = (ctx, [x, index, src], a: IndexAttrs, out) => {
   copyInto(ctx, x!, out);
   const dim = a.dim;
   const lanes = src!.shape.map((s, d) => (d === dim ? 1 : s));
   const ost = contiguous(out.shape).map((s, d) => (d === dim ? 0 : s));
   const ct = out.t;
-  const { source, params } = laneKernel(ctx, "index_add", `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
+  const { source, params } = laneKernel(ctx, "index_add", a, x!.shape[dim]!, `@group(0) @binding(2) var<storage, read> src: array<${src!.t}>;
 @group(0) @binding(3) var<storage, read> ix: array<i32>;
 @group(0) @binding(4) var<storage, read> unused: array<i32>;`, lanes, [lanes.map(() => 0), lanes.map(() => 0), src!.strides, ost],
   `let size = i32(p(1u));
   for (var j = 0u; j < p(2u); j++) {
     let v = ix[p(3u) + j * p(4u)];
-    if (v < 0 || v >= size) { report(${errCode("index_add")}u, v, ${dim}u, p(1u)); return; }
+    if (v < 0 || v >= size) { report(1u, v); return; }
     let k = u32(v);
     let t = oo + k * p(7u);
     out[t] = ${storeExpr(out.dtype, ct, `out[t] + ${ct}(src[p(5u) + os + j * p(6u)])`)};

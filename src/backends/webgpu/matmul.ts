@@ -39,7 +39,8 @@ export interface Epilogue {
   shape: readonly number[];
   /** dtype the product is rounded to before the epilogue reads it. */
   accDtype: DType;
-  bufs: PBuf[];
+  /** Buffers bound after the GEMM's; `null`: the error ring (written), for an epilogue that can fault. */
+  bufs: (PBuf | null)[];
   params: number[];
 }
 
@@ -71,7 +72,7 @@ function gemmKernel(g: Gemm, nb: number, ep?: Epilogue): Kernel {
   let store = `out[o] = ${storeExpr(g.out.dtype, ct, v)};`;
   if (ep) {
     decl.push(...ep.decls);
-    access.push(...ep.bufs.map(() => "r" as const));
+    access.push(...ep.bufs.map((b) => (b ? "r" as const : "rw" as const)));
     store = `${unravelInto("ce", "o", ep.shape)}\n      out[o] = epi(ce, ${storeExpr(ep.accDtype, ct, "acc[i][j]")});`;
   }
   const source = `${PARAMS_WGSL}${WGSL_COMMON}
@@ -223,7 +224,7 @@ export function launchGemm(ctx: Ctx, g: Gemm): void {
     g.bias ? g.bias.offset : 0, g.bias ? (g.bias.strides[0] ?? 0) : 0,
     ...bcol.shape, ...bcol.strides[0]!, ...bcol.strides[1]!,
   ];
-  const bufs = [g.out.buf, g.a.buf, g.b.buf, ...(g.c ? [g.c.buf] : []), ...(g.bias ? [g.bias.buf] : [])];
+  const bufs: (PBuf | null)[] = [g.out.buf, g.a.buf, g.b.buf, ...(g.c ? [g.c.buf] : []), ...(g.bias ? [g.bias.buf] : [])];
   const ep = g.epi?.(4, params.length);
   if (ep) {
     params.push(...ep.params);

@@ -9,8 +9,27 @@ import type { Program } from "../../graph/passes/program.ts";
 import type { DType } from "../../tensor/dtype.ts";
 import { LoomValueError } from "../../tensor/errors.ts";
 import { convertExpr, gpuType, scalarBits, storeExpr, type Wgsl } from "./dtype.ts";
-import { computeType, EW_WGSL } from "./elementwise.ts";
+import { computeType, EW_WGSL, intFaults } from "./elementwise.ts";
 import type { Operand } from "./elementwise.ts";
+import { ERR_WGSL, type CommandQueue, type ErrSite } from "./queue.ts";
+
+/**
+ * The fault sites of one kernel's programs (integer division by 0, ...: elementwise.ts intFaults),
+ * numbered from 1 as they are added. A kernel with any binds the error ring (`slot`); kernels
+ * whose programs cannot fault bind nothing more.
+ */
+export class ErrSink {
+  readonly sites: ErrSite[] = [];
+  readonly add = (s: ErrSite): number => this.sites.push(s);
+  /**
+   * What the kernel adds when a program can fault: the ring's declaration at `binding` (its cell's
+   * word is parameter `word`), the ring as a `null` buffer, its access and the cell's word.
+   */
+  slot(q: CommandQueue, binding: number, word: number): { decls: string[]; bufs: null[]; access: "rw"[]; params: number[] } {
+    if (!this.sites.length) return { decls: [], bufs: [], access: [], params: [] };
+    return { decls: [ERR_WGSL(binding, word)], bufs: [null], access: ["rw"], params: [q.errorCell(this.sites).word] };
+  }
+}
 
 /** How a kernel reads input k of a fused op. */
 export interface InputAccess {
@@ -31,9 +50,10 @@ export const classOf = (d: DType): Wgsl => gpuType(d);
 
 /**
  * `fn <name>(c: array<u32, N>, acc: <accT>) -> <out class>` evaluating `p` at multi-index `c`.
- * `acc` must already hold the accumulated value rounded to the program's acc dtype.
+ * `acc` must already hold the accumulated value rounded to the program's acc dtype. Steps that can
+ * fault (integer division by 0, a cast of inf to an integer...) report to `sink`'s sites.
  */
-export function programFn(name: string, p: Program, inputs: readonly InputAccess[], accT: Wgsl = "f32"): { fn: string; outT: Wgsl } {
+export function programFn(name: string, p: Program, inputs: readonly InputAccess[], sink: ErrSink, accT: Wgsl = "f32"): { fn: string; outT: Wgsl } {
   const N = Math.max(p.shape.length, 1);
   const lines: string[] = [];
   const cls: Wgsl[] = [];
@@ -66,7 +86,9 @@ export function programFn(name: string, p: Program, inputs: readonly InputAccess
       const args = c.args.map((a) => convertExpr(cls[a]!, useT, `t${a}`));
       while (args.length < 3) args.push("0");
       const e = (useT === "f32" ? table.f : table.i!)(args[0]!, args[1]!, args[2]!);
-      lines.push(`let t${i} = ${storeExpr(c.dtype, useT, e)};`);
+      const chk = intFaults(c.op.name, c.dtype, useT, args[0]!, args[1]!, e, `r${i}`, sink.add);
+      if (chk.pre) lines.push(chk.pre);
+      lines.push(`let t${i} = ${storeExpr(c.dtype, useT, chk.value)};`);
     }
   });
   const outT = cls[p.out]!;

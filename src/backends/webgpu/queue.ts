@@ -10,7 +10,7 @@
  * dispatch, written with one `writeBuffer` per 64 KiB chunk just before the submit.
  * Pipelines are compiled once per WGSL source.
  */
-import { LoomIndexError, LoomValueError } from "../../tensor/errors.ts";
+import { LoomValueError } from "../../tensor/errors.ts";
 import { waitSync, type GpuContext } from "./gpu.ts";
 import { BufferPool, bucket, type PBuf } from "./memory.ts";
 
@@ -48,21 +48,38 @@ export interface QueueStats {
   uploads: number;
 }
 
-/** Error codes kernels write into their error cell: index out of range, per op. */
-export const ERR_OPS = ["gather", "scatter_add", "index_select", "index_add"] as const;
+/**
+ * One way a kernel can fail (its "site"): builds the error from the 32-bit value the kernel
+ * recorded (an index, or the bits of a float). Sites are numbered from 1 in the kernel's cell.
+ */
+export type ErrSite = (v: number) => Error;
 
 /** Error cells in the ring (16 bytes each); a full ring is resolved in one readback and reused. */
 const ERR_CELLS = 16384;
 
 /**
- * The error slot of one checking dispatch (an index kernel): 4 words in the error ring (op code,
- * index value, dim, size), zero unless the kernel found a bad index. Storages written by the
+ * WGSL declaring the error ring at `binding` and `report(site, v)`, which records the first fault
+ * of the dispatch in its cell (whose first word is parameter `word`): cell words are site
+ * (1-based), value, unused, claimed flag. The flag makes one thread the writer of both words, so
+ * the site and the value always belong together (with several sites, which fault wins is up to
+ * the GPU's scheduling; every read raises one of them).
+ */
+export const ERR_WGSL = (binding: number, word: number) => `
+@group(0) @binding(${binding}) var<storage, read_write> err: array<atomic<u32>>;
+fn report(site: u32, v: i32) {
+  let e = p(${word}u);
+  if (atomicMax(&err[e + 3u], 1u) == 0u) { atomicStore(&err[e], site); atomicStore(&err[e + 1u], bitcast<u32>(v)); }
+}`;
+
+/**
+ * The error slot of one dispatch that can fault (an index kernel, an integer division...): 4
+ * words in the error ring, zero unless the kernel reported a fault. Storages written by the
  * dispatch, and by anything computed from them, hold the cell; their readbacks resolve it.
  */
 export class ErrCell {
-  /** undefined: not read back yet; null: no error; else the error message. */
-  state: string | null | undefined = undefined;
-  constructor(readonly index: number) {}
+  /** undefined: not read back yet; null: no error; else the error (raised on every read). */
+  state: Error | null | undefined = undefined;
+  constructor(readonly index: number, readonly sites: readonly ErrSite[]) {}
   /** First word of the cell in the ring (the kernel's parameter). */
   get word(): number { return this.index * 4; }
 }
@@ -94,7 +111,7 @@ export class CommandQueue {
     for (const g of this.bindCache.values()) this.bindGroups.push(g);
     this.bindCache.clear();
   }
-  /** ERR_CELLS cells of 4 words: op code (1-based index into ERR_OPS), index value, dim, size. */
+  /** ERR_CELLS cells of 4 words: site (1-based), value, unused, claimed flag (see ERR_WGSL). */
   readonly errBuf: GPUBuffer;
   /** Cells handed out from the ring since it was last cleared (unresolved ones are resolved before reuse). */
   private cells: ErrCell[] = [];
@@ -210,15 +227,16 @@ export class CommandQueue {
 
   /**
    * A fresh (zero) error cell for the next dispatch, which binds the ring as its `null` buffer and
-   * gets `cell.word` as a parameter. A full ring is first read back, its cells resolved, and cleared.
+   * gets `cell.word` as a parameter; `sites` build its errors. A full ring is first read back, its
+   * cells resolved, and cleared.
    */
-  errorCell(): ErrCell {
+  errorCell(sites: readonly ErrSite[]): ErrCell {
     if (this.cells.length === ERR_CELLS) {
       this.resolve(this.cells);
       this.cells = [];
       this.endPass().clearBuffer(this.errBuf, 0, ERR_CELLS * 16);
     }
-    const c = new ErrCell(this.cells.length);
+    const c = new ErrCell(this.cells.length, sites);
     this.cells.push(c);
     this.opCells.push(c);
     return c;
@@ -365,14 +383,24 @@ export class CommandQueue {
 /** Resolve cell `c` from its 4 words at `at` in `words`. */
 function settle(c: ErrCell, words: Int32Array, at: number): void {
   if (c.state !== undefined) return;
-  const code = words[at]!;
-  c.state = code === 0 ? null
-    : `[${ERR_OPS[code - 1] ?? "webgpu"}] index ${words[at + 1]} is out of bounds for dimension ${words[at + 2]} with size ${words[at + 3]} (detected on the webgpu device)`;
+  const site = words[at]!;
+  if (site === 0) {
+    c.state = null;
+    return;
+  }
+  const make = c.sites[site - 1];
+  const e = make ? make(words[at + 1]!) : new LoomValueError(`[webgpu] a kernel reported fault ${site}`);
+  e.message += " (detected on the webgpu device)";
+  c.state = e;
 }
 
-/** Raise the first error among `cells` (all resolved) as LoomIndexError. */
+/** Raise the first error among `cells` (all resolved), a new error of its type on every read. */
 export function raiseCells(cells: readonly ErrCell[]): void {
-  for (const c of cells) if (c.state) throw new LoomIndexError(c.state);
+  for (const c of cells) {
+    if (!c.state) continue;
+    const E = c.state.constructor as new (m: string) => Error;
+    throw new E(c.state.message);
+  }
 }
 
 export { bucket };

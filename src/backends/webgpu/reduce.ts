@@ -56,7 +56,8 @@ export const SERIAL_MAX = 128;
 export interface RowSource {
   /** Binding declarations and helper functions. */
   readonly decls: string;
-  readonly bufs: readonly PBuf[];
+  /** Buffers bound from 2 on; `null`: the error ring (written), for a source that can fault. */
+  readonly bufs: readonly (PBuf | null)[];
   readonly params: readonly number[];
   /** Statements run once per row `o` (u32) before its loads. */
   readonly row: string;
@@ -141,7 +142,7 @@ export function reduceRows(ctx: Ctx, op: string, fold: Fold, ct: Wgsl, outN: num
     const G = mode === "serial" ? 1 : Math.ceil(n / TILE);
     const final = G === 1;
     const target = final ? out : ctx.temp(ct === "f32" ? "float32" : "int32", [outN * G], op);
-    const access = ["rw" as const, ...cur.bufs.map(() => "r" as const)];
+    const access = ["rw" as const, ...cur.bufs.map((b) => (b ? "r" as const : "rw" as const))];
     const source = passSource(mode, fold, ct, final ? out.t : ct, cur, final ? store : null);
     ctx.q.dispatch({ source, access }, [outN, n, G, ...cur.params], [target.buf, ...cur.bufs], mode === "serial" ? groupsFor(outN, WG) : outN * G);
     if (part) ctx.q.pool.release(part.buf);

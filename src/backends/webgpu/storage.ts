@@ -5,9 +5,10 @@
  * the buffer back synchronously and caches the host copy until the buffer is written again.
  *
  * A storage also holds the error cells of the kernels that wrote it and of everything its
- * contents were computed from (an index kernel cannot throw on the GPU): each read of the
- * storage resolves them and raises LoomIndexError while any holds an error, as the native
- * backend raises a failed command buffer's error on every read of its outputs.
+ * contents were computed from (a kernel cannot throw on the GPU: a bad index, an integer division
+ * by 0...): each read of the storage resolves them and raises the recorded error (LoomIndexError,
+ * LoomValueError) while any holds one, as the native backend raises a failed command buffer's
+ * error on every read of its outputs.
  */
 import type { DType, TypedArray } from "../../tensor/dtype.ts";
 import type { TensorData } from "../../tensor/storage.ts";
@@ -31,7 +32,8 @@ export class GpuStorage {
 
   /**
    * The values in Loom's CPU layout (synchronous readback, cached).
-   * @throws LoomIndexError, on every read, if a kernel that these values come from had a bad index
+   * @throws LoomIndexError / LoomValueError, on every read, if a kernel that these values come
+   * from faulted (a bad index, an integer division by 0, a cast of inf to an integer dtype...)
    */
   hostSync(): TypedArray {
     if (!this.host) this.host = fromGpuBytes(this.dtype, this.q.readSync(this.buf, 0, this.length * 4, this.cells), this.length);
@@ -69,7 +71,7 @@ export class GpuStorage {
     this.cells = list;
   }
 
-  /** Raise the error of a bad index these values come from (resolving pending cells first). */
+  /** Raise the error of a fault these values come from (resolving pending cells first). */
   private check(): void {
     if (this.cells.length === 0) return;
     if (this.cells.some((c) => c.state === undefined)) this.q.resolve(this.cells);
