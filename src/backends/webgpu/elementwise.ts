@@ -9,7 +9,7 @@
  * in the parameter block (the 0-d constants that `x * 2` creates), so a scalar costs no upload.
  *
  * Integer results are checked as the reference checks them (`intFaults`): a kernel that can fault
- * (integer floor_divide/remainder/pow, a float-to-integer store) binds the error ring and reports
+ * (integer floor_divide/remainder, a float-to-integer store) binds the error ring and reports
  * to its own cell; every other kernel binds nothing more.
  */
 import { intResultCheck } from "../../graph/ops/elementwise.ts";
@@ -141,9 +141,9 @@ const HELPERS: Record<string, string> = {
   }
   return exp2(b * log2(a));
 }`,
-  // b < 0 is an error (intFaults); 0 stands in for the value a faulting kernel stores
+  // torch's integer pow (intResultCheck): a negative exponent gives 1 for base 1, ±1 for base -1, else 0
   pow_i: `fn pow_i(a: i32, b: i32) -> i32 {
-  if (b < 0) { return 0; }
+  if (b < 0) { return select(select(0, select(-1, 1, (b & 1) == 0), a == -1), 1, a == 1); }
   var r = 1; var base = a; var e = b;
   loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * base; } base = base * base; e = e >> 1u; }
   return r;
@@ -178,8 +178,8 @@ const BITS_F = new Float32Array(BITS.buffer);
 
 /**
  * WGSL checking one step whose result has dtype `dtype`, as the reference's intResultCheck does
- * (src/graph/ops/elementwise.ts): integer floor_divide/remainder by 0, integer pow with a negative
- * exponent, and a non-finite value stored as an integer (a cast of inf/NaN). A GPU kernel cannot
+ * (src/graph/ops/elementwise.ts): integer floor_divide/remainder by 0 and a non-finite value
+ * stored as an integer (a cast of inf/NaN). A GPU kernel cannot
  * throw: a failed check calls `report` with a site that `site()` registered (its number), whose
  * error the reads of the result raise (queue.ts ErrCell). `a`, `b`: the operands and `e` the value
  * (WGSL type `useT`); `tmp` names a fresh variable. Ops that cannot fault return `e` unchecked.
@@ -190,7 +190,6 @@ export function intFaults(op: string, dtype: DType, useT: Wgsl, a: string, b: st
   const zero = useT === "f32" ? "0.0" : "0";
   const pre: string[] = [];
   if (op === "floor_divide" || op === "remainder") pre.push(`if (${b} == ${zero}) { report(${site(() => thrownBy(() => chk(0, 1, 0)))}u, 0); }`);
-  if (op === "pow") pre.push(`if (${b} < ${zero}) { report(${site(() => thrownBy(() => chk(1, 1, -1)))}u, 0); }`);
   if (useT === "i32") return { pre: pre.join(" "), value: e }; // i32 values are finite
   const fin = site((v) => {
     BITS[0] = v;
