@@ -56,7 +56,8 @@ void loom_set_error(const char *fmt, ...) {
  * went 4-5x slower than a 1-thread one. So: a spin loop that sees a gap of more than PREEMPT_US
  * between two of its clock reads was descheduled while runnable, and so was a thread whose share
  * of a parallel job took PREEMPT_US more wall time than CPU time: more runnable threads than
- * cores. Every wait then sleeps at once (no spinning) for the next CONTENDED_US, and
+ * cores, when /proc/loadavg also counts more runnable threads than cores (runnable_now). Every
+ * wait then sleeps at once (no spinning) for the next CONTENDED_US, and
  * large products stay in this pool instead of OpenBLAS's static split (see loom_pool_contended).
  */
 #include <time.h>
@@ -75,7 +76,26 @@ int loom_pool_contended(void) {
   return now_us() < (double)atomic_load_explicit(&contended_until, memory_order_relaxed);
 }
 
+/*
+ * Runnable threads on the machine now (the 4th field of /proc/loadavg, "running/total"), or -1.
+ * A gap in a spin is also what a hypervisor's steal or a one-off kernel thread looks like; only
+ * more runnable threads than cores means that spinning takes a core someone needs.
+ */
+static int runnable_now(void) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (!f) return -1;
+  double l1, l5, l15;
+  int running = -1, total;
+  if (fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5) running = -1;
+  fclose(f);
+  return running;
+}
+
 static void note_preempted(double t) {
+  static long ncpu = 0;
+  if (!ncpu) ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int r = runnable_now();
+  if (r >= 0 && r <= ncpu) return; /* descheduled, but the cores are not oversubscribed now */
   atomic_store_explicit(&contended_until, (long long)(t + CONTENDED_US), memory_order_relaxed);
   atomic_fetch_add_explicit(&preemptions, 1, memory_order_relaxed);
 }
