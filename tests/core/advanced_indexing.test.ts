@@ -14,6 +14,7 @@ import {
   gradcheck, no_grad, tensor, zeros,
 } from "../../src/index.ts";
 import { BACKENDS, WEBGPU, useBackend } from "../backends.ts";
+import { thrown } from "../thrown.ts";
 
 type J = any;
 interface Arr { shape: number[]; data: number[] }
@@ -224,14 +225,6 @@ describe("set / index_put_ in place", () => {
 });
 
 // ---- errors ------------------------------------------------------------------------------------
-function thrown(f: () => unknown): Error {
-  try {
-    f();
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error("expected a throw");
-}
 const expectErr = (f: () => unknown, E: Function, msg: string) => {
   const e = thrown(f);
   expect(e).toBeInstanceOf(E);

@@ -8,6 +8,7 @@ import {
   LoomAutogradError, LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, Tensor, autograd, cat,
   realizeStats, stack, tensor, where, zeros, type TensorOps,
 } from "../../src/index.ts";
+import { thrown } from "../thrown.ts";
 
 type T = TensorOps<any>;
 const MODES: [string, (t: Tensor) => T][] = [
@@ -15,15 +16,6 @@ const MODES: [string, (t: Tensor) => T][] = [
   ["lazy", (t) => t.lazy()],
 ];
 
-/** Run `fn`, expecting it to throw; return the error. */
-function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error("expected an error, none was thrown");
-}
 
 describe.each(MODES)("%s", (_mode, lift) => {
   const z = (...s: number[]) => lift(zeros(s));

@@ -12,6 +12,7 @@ import * as loom from "../../src/index.ts";
 import { LoomIndexError, LoomShapeError, LoomValueError, type TensorOps } from "../../src/index.ts";
 import { BACKENDS, WEBGPU, useBackend, type BackendName } from "../backends.ts";
 import golden from "./index_ops.json";
+import { thrown } from "../thrown.ts";
 
 type T = TensorOps<any>;
 interface Target { readonly name: string; readonly backend: BackendName; readonly device: "cpu" | "webgpu" }
@@ -21,15 +22,6 @@ const TARGETS: [string, Target][] = [
 ];
 const MODES = ["eager", "lazy"] as const;
 
-/** Run `fn`, expecting it to throw; return the error. */
-function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error("expected an error, none was thrown");
-}
 
 /** `fn` throws `type` with exactly `message` (webgpu adds where it detected a bad index). */
 function expectError(fn: () => unknown, type: new (...a: any[]) => Error, message: string): void {

@@ -8,6 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import * as loom from "../../src/index.ts";
 import { BACKENDS, WEBGPU, useBackend } from "../backends.ts";
+import { decodeNonFinite, mismatch, num } from "./compare.ts";
 
 type Json = number | string | boolean | null | Json[] | { [k: string]: Json };
 interface Arr { shape: number[]; dtype: loom.DType; data: (number | string | boolean)[]; requires_grad?: boolean }
@@ -21,12 +22,9 @@ interface Case {
 const golden = JSON.parse(readFileSync(new URL("./ops.json", import.meta.url), "utf8")) as { torch_version: string; cases: Case[] };
 
 // ---- decoding ---------------------------------------------------------------------------------
-const NONFINITE: Record<string, number> = { nan: NaN, inf: Infinity, "-inf": -Infinity };
-const num = (v: number | string | boolean): number =>
-  typeof v === "string" ? NONFINITE[v]! : typeof v === "boolean" ? Number(v) : v;
 /** Args with "nan"/"inf"/"-inf" strings turned back into numbers (other strings kept). */
 function decodeArgs(a: Json): any {
-  if (typeof a === "string") return a in NONFINITE ? NONFINITE[a] : a;
+  if (typeof a === "string") return decodeNonFinite(a);
   if (Array.isArray(a)) return a.map(decodeArgs);
   if (a && typeof a === "object") return Object.fromEntries(Object.entries(a).map(([k, v]) => [k, decodeArgs(v)]));
   return a;
@@ -119,24 +117,6 @@ function tolerance(c: Case): { rtol: number; atol: number } {
   return arrs.some((a) => a.dtype === "float32") ? { rtol: 1e-5, atol: 1e-6 } : { rtol: 1e-9, atol: 1e-10 };
 }
 
-/** A description of the first mismatch, or null. */
-function mismatch(what: string, got: loom.Tensor, want: Arr, tol: { rtol: number; atol: number }): string | null {
-  const shape = [...got.shape];
-  if (JSON.stringify(shape) !== JSON.stringify(want.shape)) return `${what}: shape ${JSON.stringify(shape)}, expected ${JSON.stringify(want.shape)}`;
-  if (got.dtype !== want.dtype) return `${what}: dtype ${got.dtype}, expected ${want.dtype}`;
-  const g = got.dataSync();
-  const exact = !want.dtype.startsWith("float");
-  for (let i = 0; i < g.length; i++) {
-    const w = num(want.data[i]!);
-    const v = g[i]!;
-    const ok = exact ? v === w // integers: -0 equals 0 here; -0 leaking into floats is caught there
-      : !Number.isFinite(w) ? Object.is(v, w) || (Number.isNaN(v) && Number.isNaN(w))
-        : Math.abs(v - w) <= tol.atol + tol.rtol * Math.abs(w);
-    if (!ok) return `${what}[${i}] (flat): got ${v}, expected ${w}\n  got      ${fmt(g)}\n  expected ${fmt(want.data.map(num))}`;
-  }
-  return null;
-}
-const fmt = (v: ArrayLike<number>) => `[${Array.from(v).map((x) => +x.toPrecision(8)).join(", ")}]`;
 
 /** On webgpu float64 runs as float32: expect float32 and float32 tolerances (vs float64 goldens). */
 const GPU_TOL = { rtol: 1e-4, atol: 1e-5 };

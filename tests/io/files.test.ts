@@ -6,15 +6,14 @@
  */
 import { describe, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, ShardedCheckpoint, type TensorLike, load_file, load_sharded,
   read_header_file, safe_open, save_file, save_sharded,
 } from "../../src/io/index.ts";
 import { LoomFormatError } from "../../src/tensor/errors.ts";
-import { probeScript, runIsolated, srcPath, tempDir, thrown } from "./helpers.ts";
+import { hubCache, probeScript, runIsolated, srcPath, tempDir, thrown } from "./helpers.ts";
 
 // 6 float32 tensors of 100 bytes (25 elements), element j of tensor i is i*100 + j.
 function model(): Map<string, TensorLike> {
@@ -88,25 +87,6 @@ describe("a FIFO or a directory named as a checkpoint file", () => {
   });
 });
 
-/**
- * A Hugging Face hub cache (huggingface_hub file_download.py): every file of revision <rev> is a
- * relative symlink snapshots/<rev>/<name> -> ../../blobs/<sha256 of the content>.
- * @returns the snapshot directory and the models--* folder
- */
-function hubCache(write: (staging: string) => void): { snapshot: string; repo: string } {
-  const repo = join(realpathSync(tempDir("loom-hub-")), "models--org--tiny"); // real: messages name real paths
-  const snapshot = join(repo, "snapshots", "0123abcd");
-  mkdirSync(join(repo, "blobs"), { recursive: true });
-  mkdirSync(snapshot, { recursive: true });
-  const staging = tempDir();
-  write(staging);
-  for (const name of readdirSync(staging)) {
-    const sha = createHash("sha256").update(readFileSync(join(staging, name))).digest("hex");
-    renameSync(join(staging, name), join(repo, "blobs", sha));
-    symlinkSync(join("..", "..", "blobs", sha), join(snapshot, name));
-  }
-  return { snapshot, repo };
-}
 
 describe("Hugging Face cache layout", () => {
   test("a single model.safetensors linked into ../../blobs/ loads", () => {

@@ -1,5 +1,6 @@
 /** Byte-level builders for safetensors tests, independent of src/io's writer. */
-import { mkdtempSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, renameSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -28,14 +29,27 @@ export function tempDir(prefix = "loom-io-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-/** The error thrown by `fn`, failing the test if nothing is thrown. */
-export function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (e) {
-    return e as Error;
+export { thrown } from "../thrown.ts";
+
+/**
+ * A Hugging Face hub cache (huggingface_hub file_download.py) holding the files `write` puts in
+ * the folder it is given: every file of the revision is a relative symlink
+ * snapshots/<rev>/<name> -> ../../blobs/<sha256 of the content>.
+ * @returns the snapshot directory and the models--* folder (real paths: messages name real paths)
+ */
+export function hubCache(write: (staging: string) => void): { snapshot: string; repo: string } {
+  const repo = join(realpathSync(tempDir("loom-hub-")), "models--org--tiny");
+  const snapshot = join(repo, "snapshots", "0123abcd");
+  mkdirSync(join(repo, "blobs"), { recursive: true });
+  mkdirSync(snapshot, { recursive: true });
+  const staging = tempDir();
+  write(staging);
+  for (const name of readdirSync(staging)) {
+    const sha = createHash("sha256").update(readFileSync(join(staging, name))).digest("hex");
+    renameSync(join(staging, name), join(repo, "blobs", sha));
+    symlinkSync(join("..", "..", "blobs", sha), join(snapshot, name));
   }
-  throw new Error("expected an error, none was thrown");
+  return { snapshot, repo };
 }
 
 /**

@@ -19,6 +19,7 @@ import { Generator } from "../../src/tensor/rng.ts";
 import { LoomFormatError, LoomValueError } from "../../src/tensor/errors.ts";
 import { probeScript, runIsolated, srcPath } from "../io/helpers.ts";
 import { REF, TINY, TINY_ADAPTER, expectBitwise, expectClose, ids, tmp } from "../models/helpers.ts";
+import { thrown } from "../thrown.ts";
 
 function trainedLike(seed: number, config: LoraConfig, adapter = "default") {
   const model = GPT2LMHeadModel.from_pretrained(TINY);
@@ -162,14 +163,6 @@ describe("save_adapter / load_adapter (PEFT format)", () => {
 });
 
 describe("untrusted adapter files", () => {
-  function errorOf(fn: () => unknown): Error {
-    try {
-      fn();
-    } catch (e) {
-      return e as Error;
-    }
-    throw new Error("expected an error, none was thrown");
-  }
 
   test("tensors named constructor, __proto__, toString... are unexpected keys, not Object.prototype members", () => {
     const dir = tmp("adapter-proto");
@@ -182,7 +175,7 @@ describe("untrusted adapter files", () => {
       save_file(new Map([...good, [name, some]]), file, { format: "pt" }); // a Map keeps "__proto__" a key
       expect(read_header_file(file).tensors.has(name)).toBe(true);
       const victim = GPT2LMHeadModel.from_pretrained(TINY);
-      const e = errorOf(() => load_adapter(victim, dir));
+      const e = thrown(() => load_adapter(victim, dir));
       expect(e).toBeInstanceOf(LoomValueError);
       expect(e.message).toBe(`[set_peft_model_state_dict] Error(s) loading adapter "default":\n\tunexpected key "${name}" (no such LoRA weight or parameter for adapter "default")`);
       expect(lora_layers(victim)).toEqual([]); // rolled back
@@ -196,7 +189,7 @@ describe("untrusted adapter files", () => {
     const config = JSON.parse(readFileSync(join(TINY_ADAPTER, "adapter_config.json"), "utf8"));
     writeFileSync(join(dir, "adapter_config.json"), JSON.stringify({ ...config, target_modules: "c_attn)|(.*" }));
     const model = GPT2LMHeadModel.from_pretrained(TINY);
-    const e = errorOf(() => load_adapter(model, dir));
+    const e = thrown(() => load_adapter(model, dir));
     expect(e).toBeInstanceOf(LoomValueError);
     expect(e.message).toStartWith('[LoraConfig] target_modules "c_attn)|(.*" does not compile as a JavaScript regular expression (');
     expect(lora_layers(model)).toEqual([]);
@@ -214,12 +207,12 @@ describe("untrusted adapter files", () => {
     const dir = tmp("adapter-dir");
     mkdirSync(join(dir, "adapter_model.safetensors"));
     copyFileSync(join(TINY_ADAPTER, "adapter_config.json"), join(dir, "adapter_config.json"));
-    let e = errorOf(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), dir));
+    let e = thrown(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), dir));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[safetensors] ${join(dir, "adapter_model.safetensors")}: file: is a directory, expected a regular file`);
     const cdir = tmp("adapter-cfgdir");
     mkdirSync(join(cdir, "adapter_config.json"));
-    e = errorOf(() => LoraConfig.from_pretrained(cdir));
+    e = thrown(() => LoraConfig.from_pretrained(cdir));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[LoraConfig.from_pretrained] ${join(cdir, "adapter_config.json")}: is a directory, expected a regular file`);
 
@@ -261,7 +254,7 @@ describe("untrusted adapter files", () => {
     copyFileSync(join(TINY_ADAPTER, "adapter_model.safetensors"), join(outside, "w.safetensors"));
     rmSync(join(snapshot, "adapter_model.safetensors"));
     symlinkSync(join(outside, "w.safetensors"), join(snapshot, "adapter_model.safetensors"));
-    const e = errorOf(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), snapshot));
+    const e = thrown(() => load_adapter(GPT2LMHeadModel.from_pretrained(TINY), snapshot));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[load_adapter] ${join(snapshot, "adapter_model.safetensors")}: resolves to ${join(outside, "w.safetensors")}, outside the Hugging Face cache folder ${repo}`);
   });

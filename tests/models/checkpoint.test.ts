@@ -5,8 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { load_file, read_header_file, save_file } from "../../src/io/index.ts";
 import { tensor_to_io } from "../../src/lora/tensor_io.ts";
@@ -15,8 +14,9 @@ import { GPT2Config } from "../../src/models/gpt2_config.ts";
 import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
 import { manual_seed } from "../../src/tensor/rng.ts";
 import { LoomFormatError, LoomValueError } from "../../src/tensor/errors.ts";
-import { probeScript, runIsolated, srcPath } from "../io/helpers.ts";
+import { hubCache, probeScript, runIsolated, srcPath } from "../io/helpers.ts";
 import { REF, TINY, expectBitwise, expectClose, ids, tmp } from "./helpers.ts";
+import { thrown } from "../thrown.ts";
 
 describe("save_pretrained / from_pretrained", () => {
   test("single file: HF keys, no lm_head.weight (tied), format pt, identical logits after reload", () => {
@@ -97,34 +97,7 @@ describe("save_pretrained / from_pretrained", () => {
   });
 });
 
-/**
- * The Hugging Face hub cache (huggingface_hub file_download.py): models--org--name/snapshots/<rev>/
- * holds relative symlinks to ../../blobs/<sha256>. `write` fills a staging directory whose files
- * become the blobs and links.
- */
-function hubCache(write: (staging: string) => void): { snapshot: string; repo: string } {
-  const repo = join(realpathSync(tmp("hub")), "models--org--tiny-gpt2"); // real path: messages name real paths
-  const snapshot = join(repo, "snapshots", "5f2c0e1");
-  mkdirSync(join(repo, "blobs"), { recursive: true });
-  mkdirSync(snapshot, { recursive: true });
-  const staging = tmp("hub-staging");
-  write(staging);
-  for (const name of readdirSync(staging)) {
-    const sha = createHash("sha256").update(readFileSync(join(staging, name))).digest("hex");
-    renameSync(join(staging, name), join(repo, "blobs", sha));
-    symlinkSync(join("..", "..", "blobs", sha), join(snapshot, name));
-  }
-  return { snapshot, repo };
-}
 
-function errorOf(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error("expected an error, none was thrown");
-}
 
 describe("untrusted checkpoint directories", () => {
   test("the Hugging Face cache layout loads: single file and sharded, logits match PyTorch", () => {
@@ -148,13 +121,13 @@ describe("untrusted checkpoint directories", () => {
 
     const a = hubCache(fill);
     relink(a.snapshot, "model.safetensors");
-    let e = errorOf(() => GPT2LMHeadModel.from_pretrained(a.snapshot));
+    let e = thrown(() => GPT2LMHeadModel.from_pretrained(a.snapshot));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[safetensors] ${join(a.snapshot, "model.safetensors")}: file: resolves to ${join(outside, "model.safetensors")}, outside the Hugging Face cache folder ${a.repo}`);
 
     const b = hubCache(fill);
     relink(b.snapshot, "config.json");
-    e = errorOf(() => GPT2LMHeadModel.from_pretrained(b.snapshot));
+    e = thrown(() => GPT2LMHeadModel.from_pretrained(b.snapshot));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[GPT2Config.from_pretrained] ${join(b.snapshot, "config.json")}: resolves to ${join(outside, "config.json")}, outside the Hugging Face cache folder ${b.repo}`);
 
@@ -162,14 +135,14 @@ describe("untrusted checkpoint directories", () => {
     const shard = readdirSync(c.snapshot).find((f) => f.startsWith("model-00001-of-"))!;
     rmSync(join(c.snapshot, shard));
     symlinkSync(join(outside, "model.safetensors"), join(c.snapshot, shard));
-    e = errorOf(() => GPT2LMHeadModel.from_pretrained(c.snapshot));
+    e = thrown(() => GPT2LMHeadModel.from_pretrained(c.snapshot));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[safetensors] ${join(c.snapshot, "model.safetensors.index.json")}: shard "${shard}": resolves to ${join(outside, "model.safetensors")}, outside the Hugging Face cache folder ${c.repo}`);
 
     // a link to a blob that is not there (an unfinished download) is named as such
     const d = hubCache((dd) => copyFileSync(join(TINY, "config.json"), join(dd, "config.json")));
     symlinkSync(join("..", "..", "blobs", "f".repeat(64)), join(d.snapshot, "model.safetensors"));
-    e = errorOf(() => GPT2LMHeadModel.from_pretrained(d.snapshot));
+    e = thrown(() => GPT2LMHeadModel.from_pretrained(d.snapshot));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[safetensors] ${join(d.snapshot, "model.safetensors")}: file: is a symbolic link whose target does not exist (an incomplete download?)`);
 
@@ -177,7 +150,7 @@ describe("untrusted checkpoint directories", () => {
     const plain = realpathSync(tmp("plain"));
     copyFileSync(join(TINY, "model.safetensors"), join(plain, "model.safetensors"));
     symlinkSync(join(outside, "config.json"), join(plain, "config.json"));
-    e = errorOf(() => GPT2LMHeadModel.from_pretrained(plain));
+    e = thrown(() => GPT2LMHeadModel.from_pretrained(plain));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[GPT2Config.from_pretrained] ${join(plain, "config.json")}: resolves to ${join(outside, "config.json")}, outside the checkpoint directory ${plain}`);
   });
@@ -186,12 +159,12 @@ describe("untrusted checkpoint directories", () => {
     const dirW = tmp("dir-weights");
     copyFileSync(join(TINY, "config.json"), join(dirW, "config.json"));
     mkdirSync(join(dirW, "model.safetensors"));
-    let e = errorOf(() => GPT2LMHeadModel.from_pretrained(dirW));
+    let e = thrown(() => GPT2LMHeadModel.from_pretrained(dirW));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[safetensors] ${join(dirW, "model.safetensors")}: file: is a directory, expected a regular file`);
     const dirC = tmp("dir-config");
     mkdirSync(join(dirC, "config.json"));
-    e = errorOf(() => GPT2LMHeadModel.from_pretrained(dirC));
+    e = thrown(() => GPT2LMHeadModel.from_pretrained(dirC));
     expect(e).toBeInstanceOf(LoomFormatError);
     expect(e.message).toBe(`[GPT2Config.from_pretrained] ${join(dirC, "config.json")}: is a directory, expected a regular file`);
 
