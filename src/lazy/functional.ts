@@ -43,8 +43,8 @@ export function sigmoid<S extends TensorOps<S>>(x: S): S { return x.sigmoid(); }
 export function tanh<S extends TensorOps<S>>(x: S): S { return x.tanh(); }
 export function silu<S extends TensorOps<S>>(x: S): S { return x.silu(); }
 export function gelu<S extends TensorOps<S>>(x: S, approximate: "none" | "tanh" = "none"): S { return x.gelu(approximate); }
-export function softmax<S extends TensorOps<S>>(x: S, dim: number): S { return x.softmax(dim); }
-export function log_softmax<S extends TensorOps<S>>(x: S, dim: number): S { return x.log_softmax(dim); }
+export function softmax<S extends TensorOps<S>>(x: S, dim: number, opts?: { dtype?: DType }): S { return x.softmax(dim, opts); }
+export function log_softmax<S extends TensorOps<S>>(x: S, dim: number, opts?: { dtype?: DType }): S { return x.log_softmax(dim, opts); }
 export function tril<S extends TensorOps<S>>(x: S, diagonal = 0): S { return x.tril(diagonal); }
 export function triu<S extends TensorOps<S>>(x: S, diagonal = 0): S { return x.triu(diagonal); }
 

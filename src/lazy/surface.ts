@@ -201,9 +201,9 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const a = opts?.alpha;
     return this._bin(OPS.sub, a === undefined || a === 1 ? o : this._wrap(o).mul(a));
   }
-  /** other - this (torch.rsub). */
-  rsub(o: Self | Scalar): Self {
-    return this._wrap(o).sub(this as unknown as Self);
+  /** other - alpha * this (torch.rsub). */
+  rsub(o: Self | Scalar, opts?: { alpha?: number }): Self {
+    return this._wrap(o).sub(this as unknown as Self, opts);
   }
   mul(o: Self | Scalar): Self {
     return this._bin(OPS.mul, o);
@@ -348,12 +348,20 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   }
 
   // ---- reductions ---------------------------------------------------------------------------
-  /** Sum over `dim` (all dims when omitted); int/bool inputs sum in int64 (torch.sum). */
-  sum(dim?: DimArg, keepdim = false): Self {
+  /**
+   * Sum over `dim` (all dims when omitted); int/bool inputs sum in int64 (torch.sum).
+   * `dtype`: the input is cast to it first and the result has that dtype (torch's dtype=).
+   */
+  sum(dim?: DimArg, keepdim = false, opts?: { dtype?: DType }): Self {
+    if (opts?.dtype) return this.to(opts.dtype).sum(dim, keepdim).to(opts.dtype);
     return this._apply(OPS.sum, [], { dim: normalizeDims("sum", dim, this.ndim), keepdim });
   }
-  /** Mean over `dim`; floating dtypes only (torch.mean). */
-  mean(dim?: DimArg, keepdim = false): Self {
+  /**
+   * Mean over `dim`; floating dtypes only (torch.mean). `dtype`: the input is cast to it first.
+   * @throws LoomDtypeError for a non-floating input without a floating `dtype`
+   */
+  mean(dim?: DimArg, keepdim = false, opts?: { dtype?: DType }): Self {
+    if (opts?.dtype) return this.to(opts.dtype).mean(dim, keepdim);
     if (!isFloating(this.dtype)) {
       throw new LoomDtypeError(`[mean] could not infer output dtype. Input dtype must be a floating point dtype, got ${this.dtype}`);
     }
@@ -450,8 +458,9 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     const m = this.amax(dims, true).detach();
     return m.where(m.abs().lt(Infinity), 0);
   }
-  /** Cumulative sum along `dim` (torch.cumsum). */
-  cumsum(dim: number): Self {
+  /** Cumulative sum along `dim` (torch.cumsum); `dtype`: computed in it, result of that dtype. */
+  cumsum(dim: number, opts?: { dtype?: DType }): Self {
+    if (opts?.dtype) return this.to(opts.dtype).cumsum(dim).to(opts.dtype);
     return this._apply(OPS.cumsum, [], { dim: normalizeDim("cumsum", dim, this.ndim), reverse: false });
   }
   /** True if any element is non-zero (0-d bool). */
@@ -466,7 +475,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return this.ne(0).amin(dim, keepdim);
   }
   /** softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `dim` (torch.softmax). */
-  softmax(dim: number): Self {
+  softmax(dim: number, opts?: { dtype?: DType }): Self {
+    if (opts?.dtype) return this.to(opts.dtype).softmax(dim);
     if (!isFloating(this.dtype)) throw new LoomDtypeError(`[softmax] expected a floating point tensor, got ${this.dtype}`);
     const d = normalizeDim("softmax", dim, this.ndim);
     if (this.shape[d] === 0) return this.clone();
@@ -478,7 +488,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * first as torch does: x - (m + log s) would round m + log s first and lose x's low bits
    * (logits of ±1e4 keep only ~1e-3 of precision in float32).
    */
-  log_softmax(dim: number): Self {
+  log_softmax(dim: number, opts?: { dtype?: DType }): Self {
+    if (opts?.dtype) return this.to(opts.dtype).log_softmax(dim);
     if (!isFloating(this.dtype)) throw new LoomDtypeError(`[log_softmax] expected a floating point tensor, got ${this.dtype}`);
     const d = normalizeDim("log_softmax", dim, this.ndim);
     if (this.shape[d] === 0) return this.clone();

@@ -34,8 +34,8 @@ const dtypeOf = (d: any): loom.DType | undefined => {
 };
 const isT = (v: any): v is T => v instanceof loom.Tensor || v instanceof loom.LazyTensor;
 
-/** add/sub with alpha (other * alpha added), as torch.add(input, other, alpha=...). */
-const withAlpha = (m: "add" | "sub"): Adapter => ({
+/** add/sub/rsub with alpha (torch.add(input, other, alpha=...): other * alpha added; rsub: other - alpha * input). */
+const withAlpha = (m: "add" | "sub" | "rsub"): Adapter => ({
   run: (c) => {
     const [o, alpha] = params(c, ["other", "alpha"]);
     if (!isT(c.input)) throw new Unsupported("Python scalar as self");
@@ -59,8 +59,8 @@ const binary = (m: string): Adapter => ({
 const reduceDim = (m: string): Adapter => ({
   run: (c) => {
     const [dim, keepdim, dtype] = params(c, ["dim", "keepdim", "dtype"]);
-    if (dtype !== undefined) throw new Unsupported("keyword dtype=");
-    return c.input[m](dim === null ? undefined : dim, keepdim ?? false);
+    if (dtype !== undefined && m !== "sum" && m !== "mean") throw new Unsupported("keyword dtype=");
+    return c.input[m](dim === null ? undefined : dim, keepdim ?? false, dtype === undefined ? undefined : { dtype: dtypeOf(dtype) });
   },
 });
 const extremes = (m: "max" | "min"): Record<string, Adapter> => ({
@@ -110,7 +110,8 @@ export const ADAPTERS: Record<string, Adapter> = {
   add: withAlpha("add"),
   sub: withAlpha("sub"),
   ...Object.fromEntries(["mul", "floor_divide", "remainder", "pow", "maximum", "minimum",
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "rsub"].map((m) => [m, binary(m)])),
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"].map((m) => [m, binary(m)])),
+  rsub: withAlpha("rsub"),
   ...Object.fromEntries(["neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
     "cos", "tanh", "sigmoid", "erf", "floor", "ceil", "round", "logical_not", "isnan", "square",
     "contiguous", "clone", "t"].map((m) => [m, unary(m)])),
@@ -140,8 +141,7 @@ export const ADAPTERS: Record<string, Adapter> = {
   cumsum: {
     run: (c) => {
       const [dim, dtype] = params(c, ["dim", "dtype"]);
-      if (dtype !== undefined) throw new Unsupported("keyword dtype=");
-      return c.input.cumsum(dim);
+      return c.input.cumsum(dim, dtype === undefined ? undefined : { dtype: dtypeOf(dtype) });
     },
   },
   norm: NORM,
@@ -150,8 +150,8 @@ export const ADAPTERS: Record<string, Adapter> = {
   matmul: { run: (c) => loom.matmul(c.input, params(c, ["other"])[0]) },
   mm: { run: (c) => c.input.mm(params(c, ["mat2"])[0]) },
   bmm: { run: (c) => c.input.bmm(params(c, ["mat2"])[0]) },
-  softmax: { run: (c) => { const [dim, dtype] = params(c, ["dim", "dtype"]); if (dtype !== undefined) throw new Unsupported("keyword dtype="); return loom.softmax(c.input, dim); } },
-  log_softmax: { run: (c) => { const [dim, dtype] = params(c, ["dim", "dtype"]); if (dtype !== undefined) throw new Unsupported("keyword dtype="); return loom.log_softmax(c.input, dim); } },
+  softmax: { run: (c) => { const [dim, dtype] = params(c, ["dim", "dtype"]); return loom.softmax(c.input, dim, dtype === undefined ? undefined : { dtype: dtypeOf(dtype) }); } },
+  log_softmax: { run: (c) => { const [dim, dtype] = params(c, ["dim", "dtype"]); return loom.log_softmax(c.input, dim, dtype === undefined ? undefined : { dtype: dtypeOf(dtype) }); } },
   "nn.functional.layer_norm": {
     run: (c) => {
       const [ns, w, b, eps] = params(c, ["normalized_shape", "weight", "bias", "eps"]);

@@ -10,6 +10,31 @@ import { BACKENDS, WEBGPU, useBackend } from "../backends.ts";
 function suite(device: string) {
   const t = (data: any, dtype: loom.DType) => loom.tensor(data, { dtype, device });
 
+  test("dtype= on sum/mean/cumsum/softmax/log_softmax casts first; rsub takes alpha (were unsupported)", () => {
+    for (const lazy of [false, true]) {
+      const L = (x: loom.Tensor) => (lazy ? x.lazy() : x);
+      // torch.rsub(tensor([1, 2]), 10, alpha=2) = 10 - 2·[1, 2] = [8, 6]
+      expect(L(t([1, 2], "float32")).rsub(10, { alpha: 2 }).tolist()).toEqual([8, 6]);
+      // torch.sum(tensor([1, 2, 3], dtype=int32), dtype=int32): int32 6 (default would be int64)
+      const s = L(t([1, 2, 3], "int32")).sum(undefined, false, { dtype: "int32" }).eval();
+      expect([s.dtype, s.item()]).toEqual(["int32", 6]);
+      // torch.mean(tensor([1, 2]), dtype=float32) = 1.5 (an int64 input alone is refused)
+      const m = L(t([1, 2], "int64")).mean(undefined, false, { dtype: "float32" }).eval();
+      expect([m.dtype, m.item()]).toEqual(["float32", 1.5]);
+      const c = L(t([1, 2, 3], "int32")).cumsum(0, { dtype: "int32" }).eval();
+      expect([c.dtype, c.tolist()]).toEqual(["int32", [1, 3, 6]]);
+      // softmax([0, ln 3]) = [1/4, 3/4]; computed in float64 when dtype=float64
+      if (device !== "webgpu") {
+        const x = L(t([0, Math.log(3)], "float32"));
+        const p = loom.softmax(x, 0, { dtype: "float64" }).eval();
+        expect(p.dtype).toBe("float64");
+        expect((p.tolist() as number[]).map((v) => +v.toFixed(7))).toEqual([0.25, 0.75]);
+        const lp = loom.log_softmax(x, 0, { dtype: "float64" }).eval();
+        expect((lp.tolist() as number[]).map((v) => +v.toFixed(7))).toEqual([+Math.log(0.25).toFixed(7), +Math.log(0.75).toFixed(7)]);
+      }
+    }
+  });
+
   test("gelu rejects an unknown approximate (torch: RuntimeError)", () => {
     const x = t([1, 2], "float32");
     expect(() => loom.gelu(x, "asdf" as any)).toThrow("[gelu] approximate argument must be either none or tanh, got 'asdf'");

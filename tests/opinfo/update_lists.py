@@ -23,14 +23,12 @@ for f in glob.glob(W+'goldens/*.json'):
 UR=[
  (r'keyword out=', "out=: Loom ops return new tensors and take no out= argument"),
  (r'keyword memory_format=', "memory_format=: Loom has no memory-format argument (tensors are row-major; clone/contiguous return row-major)"),
- (r'keyword dtype=', "dtype= on cumsum/mean/softmax: Loom has no dtype argument there (cast before or after)"),
  (r'Python scalar as self', "a Python scalar as self (torch.add(2, t)): Loom ops are tensor methods, and a 0-d tensor in its place has other type promotion"),
  (r'integral Python float', "an integral Python float scalar where no float tensor sets the result dtype: a JS number cannot carry Python's float type (torch.arange(0., 3) is float32)"),
  (r'bool start/end', "bool start/end in arange: Loom's arange takes numbers"),
  (r'\[transpose\] dim -2 is out of range for a tensor of 0 dims', "mT of a 0-d tensor: torch 1.13 returns it unchanged; torch >= 2.0 raises, as Loom does"),
  (r'\[where\] at least one of input/other must be a tensor', "torch.where(cond, scalar, scalar): Loom's where needs input or other to be a tensor"),
  (r'float64 is not supported on the webgpu', "dtype=float64 on webgpu: WGSL has no 64-bit floats"),
- (r'keyword alpha=', "rsub(alpha=): Loom's rsub has no alpha"),
  (r'\[cat\] sizes of tensors must match except in dimension 0: got \[0\]', "cat with a legacy 1-D empty tensor (shape [0]) beside higher-rank tensors: torch skips it (a legacy rule), Loom requires matching ranks"),
 ]
 ZERO_D="{op} with a 0-d input/index/source: refused, wrong shape or value, or a backward shape error; torch treats 0-d as size 1 (issue 9 section 2, 0-d index kernels)"
