@@ -19,8 +19,8 @@
  */
 import type { DType } from "../tensor/dtype.ts";
 import { LoomIndexError, LoomValueError, fmtShape } from "../tensor/errors.ts";
-import { numel } from "../tensor/shape.ts";
-import { fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
+import { broadcastShapes, broadcastStrides, contiguousStrides, numel } from "../tensor/shape.ts";
+import { forEachStrided, fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
 
 export interface Slice {
   start?: number | null;
@@ -195,44 +195,20 @@ export interface IndexPlan {
   readonly outShape: number[];
 }
 
+/** The shape the advanced indices broadcast to (PyTorch's rules, as every op broadcasts). */
 function broadcastAll(op: string, shapes: number[][]): number[] {
-  const n = Math.max(0, ...shapes.map((s) => s.length));
-  const out = new Array<number>(n).fill(1);
-  for (const s of shapes) {
-    for (let i = 0; i < s.length; i++) {
-      const o = n - s.length + i;
-      const a = out[o]!, b = s[i]!;
-      if (a !== b && a !== 1 && b !== 1) {
-        throw new LoomIndexError(`[${op}] shape mismatch: indexing tensors could not be broadcast together with shapes ${shapes.map(fmtShape).join(", ")}`);
-      }
-      out[o] = a === 1 ? b : a;
-    }
+  try {
+    return shapes.reduce<number[]>((acc, sh) => broadcastShapes(op, acc, sh), []);
+  } catch {
+    throw new LoomIndexError(`[${op}] shape mismatch: indexing tensors could not be broadcast together with shapes ${shapes.map(fmtShape).join(", ")}`);
   }
-  return out;
 }
 
 /** For each element of `to` (row-major), the flat index of the element of `from` it broadcasts from. */
 function broadcastMap(from: readonly number[], to: readonly number[]): Int32Array {
-  const n = numel(to);
-  const out = new Int32Array(n);
-  const off = to.length - from.length;
-  const st = new Array<number>(to.length).fill(0);
-  for (let i = from.length - 1, s = 1; i >= 0; i--) {
-    st[i + off] = from[i] === 1 ? 0 : s;
-    s *= from[i]!;
-  }
-  const ctr = new Array<number>(to.length).fill(0);
-  let cur = 0;
-  for (let e = 0; e < n; e++) {
-    out[e] = cur;
-    for (let d = to.length - 1; d >= 0; d--) {
-      ctr[d]++;
-      cur += st[d]!;
-      if (ctr[d]! < to[d]!) break;
-      cur -= ctr[d]! * st[d]!;
-      ctr[d] = 0;
-    }
-  }
+  const out = new Int32Array(numel(to));
+  const strides = broadcastStrides(from, contiguousStrides(from), to);
+  forEachStrided(to, [{ strides, offset: 0 }], (e, idx) => { out[e] = idx[0]!; });
   return out;
 }
 
