@@ -12,7 +12,7 @@
  */
 import { LoomDtypeError, LoomIndexError, LoomShapeError, fmtShape } from "../tensor/errors.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
-import { fromValues } from "../tensor/storage.ts";
+import { forEachStrided, fromValues } from "../tensor/storage.ts";
 import { advOffsets, type IndexItem, type IndexPlan } from "./indexing.ts";
 import type { TensorOps } from "./surface.ts";
 
@@ -35,23 +35,10 @@ export function putPositions(plan: IndexPlan): Float64Array {
   const bdims = plan.advShape.map((size, i) => ({ size, st: 0, bst: bst[i]! }));
   const p0 = plan.adv.length ? (plan.front ? 0 : plan.advPos[0]!) : basic.length;
   const dims = [...basic.slice(0, p0), ...bdims, ...basic.slice(p0)];
-  const n = numel(dims.map((d) => d.size));
-  const out = new Float64Array(n);
-  const ctr = new Array<number>(dims.length).fill(0);
-  let cur = base, b = 0;
-  for (let e = 0; e < n; e++) {
-    out[e] = cur + (plan.adv.length ? advOff[b]! : 0);
-    for (let k = dims.length - 1; k >= 0; k--) {
-      const dm = dims[k]!;
-      ctr[k]++;
-      cur += dm.st;
-      b += dm.bst;
-      if (ctr[k]! < dm.size) break;
-      cur -= ctr[k]! * dm.st;
-      b -= ctr[k]! * dm.bst;
-      ctr[k] = 0;
-    }
-  }
+  const shape = dims.map((d) => d.size);
+  const out = new Float64Array(numel(shape));
+  const operands = [{ strides: dims.map((d) => d.st), offset: base }, { strides: dims.map((d) => d.bst), offset: 0 }];
+  forEachStrided(shape, operands, (e, idx) => { out[e] = idx[0]! + (plan.adv.length ? advOff[idx[1]!]! : 0); });
   return out;
 }
 
