@@ -3,6 +3,7 @@
  * Backends see TensorData (buffers with strides) and op definitions, never Tensors or graph nodes.
  */
 import type { OpDef } from "../graph/op.ts";
+import type { Implementation } from "./catalog.ts";
 import type { DType } from "../tensor/dtype.ts";
 import type { TensorData } from "../tensor/storage.ts";
 
@@ -80,6 +81,12 @@ export interface Backend {
    * Absent: a fresh zeroed buffer.
    */
   allocOutput?(dtype: DType, shape: readonly number[]): TensorData;
+  /**
+   * The kernel catalog's entries for registry op `op` on this backend (catalog.ts), the exact
+   * one (what `prepare` gives) included. The scheduler picks among those that apply within the
+   * plan's tolerance. Absent: `prepare` is the only implementation.
+   */
+  implementations?(op: string): readonly Implementation[];
 }
 
 /**

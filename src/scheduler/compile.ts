@@ -9,6 +9,7 @@
  * once. Leaf values (weights, folded constants, scalars like a learning rate) are plan inputs.
  */
 import type { Backend } from "../backends/backend.ts";
+import type { Tolerance } from "../backends/catalog.ts";
 import { jsBackend } from "../backends/js/backend.ts";
 import type { Node } from "../graph/node.ts";
 import { fuse, type FusionCaps } from "../graph/passes/fuse.ts";
@@ -22,6 +23,7 @@ import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { planMemory, type TransientBuffer } from "./memory.ts";
 import { explainEnabled, get_compiler_options, optionsKey } from "./options.ts";
 import { CompiledPlan, denseBytes, type Arg, type Instruction, type Slot } from "./plan.ts";
+import { prepareKernel } from "./select.ts";
 
 // ---- plan cache ----------------------------------------------------------------------------------
 const MAX_PLANS = 256;
@@ -85,7 +87,7 @@ export function buildPlan(graph: Graph, backend: Backend, device: string, key: s
   let g = legal;
   if (opts.patterns) g = matchPatterns(g, caps);
   if (opts.fuse) g = fuse(g, caps);
-  return schedule(g, graph, backend, device, key, unfused, opts.inplace);
+  return schedule(g, graph, backend, device, key, unfused, opts.inplace, opts.tolerance);
 }
 
 /** Whether instruction `I` reads slot `b` only element for element at the output's index. */
@@ -106,7 +108,7 @@ function readsInPlace(I: { op: { name: string; kind: string }; attrs: unknown; a
 }
 
 /** Slots, instructions, liveness, in-place choices and workspace offsets for a fused graph. */
-function schedule(g: Graph, simplified: Graph, backend: Backend, device: string, key: string, unfused: number, inplace: boolean): CompiledPlan {
+function schedule(g: Graph, simplified: Graph, backend: Backend, device: string, key: string, unfused: number, inplace: boolean, tolerance: Tolerance): CompiledPlan {
   const lay = layouts(g);
   const slots: Slot[] = [];
   const slotOf = new Map<GNode, number>();
@@ -142,12 +144,12 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
     for (const a of args) last[a.slot] = i;
     def[s] = i;
     last[s] = i;
-    const kernel = backend.prepare ? backend.prepare(n.op, args.map((a) => {
+    const prepared = prepareKernel(backend, { op: n.op, inputs: args.map((a) => {
       const sl = slots[a.slot]!;
       const base = sl.kind === "leaf" ? leafStrides.get(a.slot)! : contiguousStrides(sl.shape);
       return a.view ? { shape: a.view.shape, strides: a.view.strides, dtype: sl.dtype } : { shape: sl.shape, strides: base, dtype: sl.dtype };
-    }), n.attrs, n.shape, n.dtype) : null;
-    instructions.push({ op: n.op, attrs: n.attrs, args, out: s, shape: n.shape, dtype: n.dtype, kernel, inplace: false });
+    }), attrs: n.attrs, shape: n.shape, dtype: n.dtype }, tolerance);
+    instructions.push({ op: n.op, attrs: n.attrs, args, out: s, shape: n.shape, dtype: n.dtype, kernel: prepared?.kernel ?? null, impl: prepared?.impl ?? "", inplace: false });
     if (n.retain) {
       const idx = n.origins.length ? sIndex.get(n.origins[0]!) : undefined;
       if (idx !== undefined) keep.push({ slot: s, node: idx });

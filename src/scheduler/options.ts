@@ -2,6 +2,7 @@
  * Compiler settings: which passes run, the memory limit, and debug printing (LOOM_EXPLAIN=1
  * prints every newly compiled plan to stderr).
  */
+import { FLOAT32_TOLERANCE, type Tolerance } from "../backends/catalog.ts";
 import { LoomError, LoomValueError } from "../tensor/errors.ts";
 
 /** A plan needs more memory than the limit allows; thrown before any of its kernels runs. */
@@ -18,9 +19,16 @@ export interface CompilerOptions {
   inplace: boolean;
   /** Reuse compiled plans for graphs with the same structure. */
   cache: boolean;
+  /**
+   * Which kernel implementations a plan may use (backends/catalog.ts): `"exact"` only those that
+   * give the eager kernels' bits (eager == lazy bit for bit), or an error bound {atol, rtol}
+   * against a float64 reference; the fastest admitted implementation runs. Default: float32
+   * tolerance (torch.testing's rtol 1.3e-6, atol 1e-5).
+   */
+  tolerance: Tolerance;
 }
 
-const DEFAULTS: CompilerOptions = { simplify: true, patterns: true, fuse: true, inplace: true, cache: true };
+const DEFAULTS: CompilerOptions = { simplify: true, patterns: true, fuse: true, inplace: true, cache: true, tolerance: FLOAT32_TOLERANCE };
 let current: CompilerOptions = { ...DEFAULTS };
 
 /** The current compiler options (a copy). */
@@ -32,6 +40,10 @@ export function get_compiler_options(): CompilerOptions {
 export function set_compiler_options(opts: Partial<CompilerOptions>, reset = false): void {
   for (const k of Object.keys(opts)) {
     if (!(k in DEFAULTS)) throw new LoomValueError(`[set_compiler_options] unknown option '${k}'; expected one of ${Object.keys(DEFAULTS).join(", ")}`);
+  }
+  const t = opts.tolerance;
+  if (t !== undefined && t !== "exact" && !(typeof t === "object" && t.atol >= 0 && t.rtol >= 0)) {
+    throw new LoomValueError(`[set_compiler_options] tolerance must be "exact" or {atol, rtol} with both >= 0, got ${JSON.stringify(t)}`);
   }
   current = { ...(reset ? DEFAULTS : current), ...opts };
 }
@@ -50,7 +62,8 @@ export function with_compiler_options<R>(opts: Partial<CompilerOptions>, fn: () 
 /** Text of the options for the plan cache key. */
 export function optionsKey(): string {
   const o = current;
-  return `${+o.simplify}${+o.patterns}${+o.fuse}${+o.inplace}`;
+  const t = o.tolerance;
+  return `${+o.simplify}${+o.patterns}${+o.fuse}${+o.inplace}${t === "exact" ? "x" : `${t.atol},${t.rtol}`}`;
 }
 
 const limits = new Map<string, number>();

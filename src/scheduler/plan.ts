@@ -41,6 +41,8 @@ export interface Instruction {
   readonly dtype: DType;
   /** Prepared kernel (null: run with Backend.run). */
   readonly kernel: PreparedKernel | null;
+  /** Catalog implementation id behind `kernel` ("" = the backend's prepare, no catalog). */
+  readonly impl: string;
   /** Written over an input buffer that dies here. */
   readonly inplace: boolean;
 }

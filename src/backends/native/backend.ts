@@ -22,6 +22,8 @@ import { isContiguous, numel } from "../../tensor/shape.ts";
 import { toContiguous, type TensorData } from "../../tensor/storage.ts";
 import type { AdamWStep, BatchBackend, BatchStep, InputLayout, PreparedKernel, Submission } from "../backend.ts";
 import { jsBackend } from "../js/backend.ts";
+import type { Implementation } from "../catalog.ts";
+import { nativeCatalog } from "./catalog.ts";
 import { cstr, loadNative, type NativeLib } from "./ffi.ts";
 import { HostMemory, pendingData, pendingOf, type PendingState } from "./memory.ts";
 import {
@@ -156,6 +158,13 @@ export class NativeBackend implements BatchBackend {
       },
     };
     this.fusedOps = Object.keys(FUSED_OPS).filter((n) => lib.opcodes.has(n));
+  }
+
+  private catalog: ReadonlyMap<string, readonly Implementation[]> | null = null;
+
+  /** The kernel catalog's entries for `op` (exact kernel first; see native/catalog.ts). */
+  implementations(op: string): readonly Implementation[] {
+    return (this.catalog ??= nativeCatalog(this)).get(op) ?? [];
   }
 
   /** Whether the shim has a kernel for this op (views are always handled, in TypeScript). */

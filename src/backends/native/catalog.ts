@@ -1,0 +1,31 @@
+/**
+ * The native backend's kernel catalog (backends/catalog.ts): for each registry op, the exact
+ * kernel (`NativeBackend.prepare`: the shim's op-by-op kernels, the same bits as eager) and the
+ * faster implementations with an error bound, each in its own file:
+ * - (added by the implementations' files below)
+ */
+import { FUSED_OPS, OPS } from "../../graph/registry.ts";
+import type { Application, Implementation } from "../catalog.ts";
+import type { NativeBackend } from "./backend.ts";
+
+/** Rank of the exact kernels: after every bounded implementation that applies. */
+const EXACT_RANK = 100;
+
+/** The exact implementation of `op`: the backend's own prepare (shim kernel or js fallback). */
+function exact(b: NativeBackend, op: string): Implementation {
+  return {
+    id: `native.${op}.exact`, op, contract: { kind: "exact" }, rank: EXACT_RANK,
+    doc: "the shim's exact kernel (each intermediate rounded as the unfused ops store it; js fallback where the shim lacks the op)",
+    applies: () => true,
+    prepare: (a: Application) => b.prepare(a.op, a.inputs, a.attrs, a.shape, a.dtype),
+  };
+}
+
+/** Every registry op's implementations on `b`, exact first. */
+export function nativeCatalog(b: NativeBackend): ReadonlyMap<string, readonly Implementation[]> {
+  const m = new Map<string, Implementation[]>();
+  for (const name of [...Object.keys(OPS), ...Object.keys(FUSED_OPS)]) m.set(name, [exact(b, name)]);
+  const add = (impls: readonly Implementation[]) => { for (const i of impls) m.get(i.op)!.push(i); };
+  void add; // bounded implementations register here
+  return m;
+}

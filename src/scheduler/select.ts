@@ -1,0 +1,46 @@
+/**
+ * Kernel selection: for one op application in a plan, the fastest catalog implementation
+ * (backends/catalog.ts) whose contract the plan's tolerance admits. "Fastest" is the kernel
+ * database's median for this op signature and shape class when it has records for every
+ * candidate (kernel_db.ts), else each implementation's heuristic `rank`.
+ */
+import type { Backend, PreparedKernel } from "../backends/backend.ts";
+import { admits, type Application, type Implementation, type Tolerance } from "../backends/catalog.ts";
+import { lookupTimings, signatureOf } from "./kernel_db.ts";
+
+/** Counters: how often each implementation was chosen (tests, explain, `loom tune`). */
+export const selectionStats = { chosen: new Map<string, number>(), fromDatabase: 0, fromRank: 0 };
+
+/** The implementations of `a.op` on `backend` that apply to `a`, admitted by `tol`, best first. */
+export function candidates(backend: Backend, a: Application, tol: Tolerance): Implementation[] {
+  const all = backend.implementations?.(a.op.name) ?? [];
+  const ok = all.filter((i) => admits(tol, i.contract) && i.applies(a));
+  if (ok.length < 2) return ok;
+  const times = lookupTimings(backend.name, signatureOf(a), ok.map((i) => i.id));
+  if (times && ok.every((i) => times.has(i.id))) {
+    selectionStats.fromDatabase++;
+    return ok.sort((x, y) => times.get(x.id)! - times.get(y.id)! || x.rank - y.rank);
+  }
+  selectionStats.fromRank++;
+  return ok.sort((x, y) => x.rank - y.rank);
+}
+
+/**
+ * The kernel for one instruction, and the id of the implementation behind it ("" when the
+ * backend has no catalog: its `prepare`). Null when the backend cannot prepare kernels.
+ * @param force - an implementation id to use if it applies (`loom tune` measuring each path)
+ */
+export function prepareKernel(backend: Backend, a: Application, tol: Tolerance, force?: string): { kernel: PreparedKernel; impl: string } | null {
+  if (!backend.prepare) return null;
+  if (backend.implementations) {
+    const list = force
+      ? (backend.implementations(a.op.name).filter((i) => i.id === force && i.applies(a)))
+      : candidates(backend, a, tol);
+    const best = list[0];
+    if (best) {
+      selectionStats.chosen.set(best.id, (selectionStats.chosen.get(best.id) ?? 0) + 1);
+      return { kernel: best.prepare(a), impl: best.id };
+    }
+  }
+  return { kernel: backend.prepare(a.op, a.inputs, a.attrs, a.shape, a.dtype), impl: "" };
+}
