@@ -8,7 +8,7 @@
  * rest is cached by that key, so a training loop that builds the same graph each step compiles
  * once. Leaf values (weights, folded constants, scalars like a learning rate) are plan inputs.
  */
-import type { Backend } from "../backends/backend.ts";
+import type { Backend, InputLayout } from "../backends/backend.ts";
 import type { Tolerance } from "../backends/catalog.ts";
 import { jsBackend } from "../backends/js/backend.ts";
 import type { Node } from "../graph/node.ts";
@@ -23,6 +23,7 @@ import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { planMemory, type TransientBuffer } from "./memory.ts";
 import { explainEnabled, get_compiler_options, optionsKey } from "./options.ts";
 import { CompiledPlan, denseBytes, type Arg, type Instruction, type Slot } from "./plan.ts";
+import { kernelDbGeneration } from "./kernel_db.ts";
 import { prepareKernel } from "./select.ts";
 
 // ---- plan cache ----------------------------------------------------------------------------------
@@ -35,6 +36,11 @@ export function clear_plan_cache(): void {
   plans.clear();
   planCacheStats.hits = 0;
   planCacheStats.misses = 0;
+}
+
+/** The plans in the cache, least recently used first (`loom tune` walks them). */
+export function cachedPlans(): CompiledPlan[] {
+  return [...plans.values()];
 }
 
 export interface Compiled {
@@ -60,7 +66,7 @@ export function compile(roots: readonly Node[], backend: Backend, device = "cpu"
   // backends (webgpu) fold them on the host with the js reference backend
   const evaluate = !backend.prepare ? undefined : backend.deviceMemory ? jsBackend.run.bind(jsBackend) : backend.run.bind(backend);
   const graph = opts.simplify ? simplify(raw, { evaluate }) : raw;
-  const key = structuralKey(graph, `${backend.name}:${device}:${optionsKey()}`);
+  const key = structuralKey(graph, `${backend.name}:${device}:${optionsKey()}:${kernelDbGeneration()}`);
   const cached = opts.cache ? plans.get(key) : undefined;
   if (cached) {
     planCacheStats.hits++;
@@ -144,12 +150,13 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
     for (const a of args) last[a.slot] = i;
     def[s] = i;
     last[s] = i;
-    const prepared = prepareKernel(backend, { op: n.op, inputs: args.map((a) => {
+    const layouts = args.map((a): InputLayout => {
       const sl = slots[a.slot]!;
       const base = sl.kind === "leaf" ? leafStrides.get(a.slot)! : contiguousStrides(sl.shape);
       return a.view ? { shape: a.view.shape, strides: a.view.strides, dtype: sl.dtype } : { shape: sl.shape, strides: base, dtype: sl.dtype };
-    }), attrs: n.attrs, shape: n.shape, dtype: n.dtype }, tolerance);
-    instructions.push({ op: n.op, attrs: n.attrs, args, out: s, shape: n.shape, dtype: n.dtype, kernel: prepared?.kernel ?? null, impl: prepared?.impl ?? "", inplace: false });
+    });
+    const prepared = prepareKernel(backend, { op: n.op, inputs: layouts, attrs: n.attrs, shape: n.shape, dtype: n.dtype }, tolerance);
+    instructions.push({ op: n.op, attrs: n.attrs, args, layouts, out: s, shape: n.shape, dtype: n.dtype, kernel: prepared?.kernel ?? null, impl: prepared?.impl ?? "", inplace: false });
     if (n.retain) {
       const idx = n.origins.length ? sIndex.get(n.origins[0]!) : undefined;
       if (idx !== undefined) keep.push({ slot: s, node: idx });

@@ -32,6 +32,8 @@ export interface KernelRecord {
   /** Largest absolute and relative error against the float64 reference over the test inputs. */
   max_abs_err: number;
   max_rel_err: number;
+  /** 1 when every element was within the implementation's declared contract, else 0. */
+  within_contract: number;
   /** When measured (ms since the epoch). */
   measured_at: number;
 }
@@ -59,8 +61,16 @@ interface Db {
 
 let db: Db | null | undefined;
 let dbPath = "";
+/** Bumped by every write: compiled plans chose their kernels from older records (compile.ts keys plans by it). */
+let generation = 0;
+
+/** The database's write generation (part of the plan cache key). */
+export function kernelDbGeneration(): number {
+  return generation;
+}
+
 /** In-memory copy of the records read, by `${device}\0${signature}`. */
-const cache = new Map<string, Map<string, number>>();
+const cache = new Map<string, Map<string, Measured>>();
 
 /** Where the database lives ("" when disabled). */
 export function kernelDbPath(): string {
@@ -85,10 +95,11 @@ function open(): Db | null {
     const { Database } = require("bun:sqlite") as { Database: new (p: string) => Db };
     const d = new Database(path);
     d.exec("PRAGMA busy_timeout = 2000");
-    d.exec(`CREATE TABLE IF NOT EXISTS kernels (
+    // the schema's version is in the table name: a file from an older Loom is ignored, not misread
+    d.exec(`CREATE TABLE IF NOT EXISTS kernels_v1 (
       device TEXT NOT NULL, signature TEXT NOT NULL, impl TEXT NOT NULL,
       n INTEGER NOT NULL, median_ms REAL NOT NULL, min_ms REAL NOT NULL,
-      max_abs_err REAL NOT NULL, max_rel_err REAL NOT NULL, measured_at INTEGER NOT NULL,
+      max_abs_err REAL NOT NULL, max_rel_err REAL NOT NULL, within_contract INTEGER NOT NULL, measured_at INTEGER NOT NULL,
       PRIMARY KEY (device, signature, impl))`);
     db = d;
   } catch (e) {
@@ -98,15 +109,23 @@ function open(): Db | null {
   return db;
 }
 
-/** Median ms per implementation id for this signature (null when the database is off or empty for it). */
-export function lookupTimings(device: string, signature: string, _impls: readonly string[]): Map<string, number> | null {
+/** What selection needs of a record: median time and measured errors. */
+export interface Measured {
+  median_ms: number;
+  max_abs_err: number;
+  max_rel_err: number;
+  within_contract: number;
+}
+
+/** Records of this signature on `device`, by implementation id (null when the database is off or has none). */
+export function lookupTimings(device: string, signature: string): Map<string, Measured> | null {
   const key = `${device}\0${signature}`;
   const hit = cache.get(key);
   if (hit) return hit.size ? hit : null;
   const d = open();
   if (!d) return null;
-  const rows = d.query("SELECT impl, median_ms FROM kernels WHERE device = ? AND signature = ?").all(device, signature) as { impl: string; median_ms: number }[];
-  const m = new Map(rows.map((r) => [r.impl, r.median_ms]));
+  const rows = d.query("SELECT impl, median_ms, max_abs_err, max_rel_err, within_contract FROM kernels_v1 WHERE device = ? AND signature = ?").all(device, signature) as (Measured & { impl: string })[];
+  const m = new Map(rows.map((r) => [r.impl, r]));
   cache.set(key, m);
   return m.size ? m : null;
 }
@@ -115,15 +134,16 @@ export function lookupTimings(device: string, signature: string, _impls: readonl
 export function writeRecords(records: readonly KernelRecord[]): void {
   const d = open();
   if (!d) return;
-  const q = d.query(`INSERT OR REPLACE INTO kernels (device, signature, impl, n, median_ms, min_ms, max_abs_err, max_rel_err, measured_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const q = d.query(`INSERT OR REPLACE INTO kernels_v1 (device, signature, impl, n, median_ms, min_ms, max_abs_err, max_rel_err, within_contract, measured_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   d.exec("BEGIN");
   try {
     for (const r of records) {
-      q.run(r.device, r.signature, r.impl, r.n, r.median_ms, r.min_ms, r.max_abs_err, r.max_rel_err, r.measured_at);
+      q.run(r.device, r.signature, r.impl, r.n, r.median_ms, r.min_ms, r.max_abs_err, r.max_rel_err, r.within_contract, r.measured_at);
       cache.delete(`${r.device}\0${r.signature}`);
     }
     d.exec("COMMIT");
+    generation++;
   } catch (e) {
     d.exec("ROLLBACK");
     throw e;
@@ -134,7 +154,7 @@ export function writeRecords(records: readonly KernelRecord[]): void {
 export function readRecords(device?: string): KernelRecord[] {
   const d = open();
   if (!d) return [];
-  const sql = "SELECT * FROM kernels" + (device ? " WHERE device = ?" : "") + " ORDER BY measured_at DESC";
+  const sql = "SELECT * FROM kernels_v1" + (device ? " WHERE device = ?" : "") + " ORDER BY measured_at DESC";
   return (device ? d.query(sql).all(device) : d.query(sql).all()) as KernelRecord[];
 }
 
@@ -143,4 +163,5 @@ export function closeKernelDb(): void {
   db?.close();
   db = undefined;
   cache.clear();
+  generation++;
 }

@@ -10,7 +10,7 @@
  * Backends without `prepare` (devices whose buffers are not host memory) run each instruction
  * with `Backend.run` instead, which allocates its own buffers.
  */
-import type { Backend, PreparedKernel } from "../backends/backend.ts";
+import type { Backend, InputLayout, PreparedKernel } from "../backends/backend.ts";
 import type { OpDef } from "../graph/op.ts";
 import { allocArray, itemsize, type DType } from "../tensor/dtype.ts";
 import { fmtShape } from "../tensor/errors.ts";
@@ -36,6 +36,8 @@ export interface Instruction {
   readonly op: OpDef;
   readonly attrs: unknown;
   readonly args: readonly Arg[];
+  /** Each input's layout as the kernel reads it (what `prepare` was given). */
+  readonly layouts: readonly InputLayout[];
   readonly out: number;
   readonly shape: readonly number[];
   readonly dtype: DType;
@@ -256,7 +258,7 @@ export class CompiledPlan {
       const d = I.op.describe?.(I.attrs as never);
       const s = this.slots[I.out]!;
       const where = s.kind === "ws" ? `@${s.offset}` : "";
-      lines.push(`  #${i} ${I.op.name}${d ? ` [${d}]` : ""} (${I.args.map(argText).join(", ")}) -> ${name(I.out)}${where} ${fmtShape(I.shape)} ${I.dtype} ${fmtBytes(s.bytes)}${I.inplace ? " in-place" : ""}`);
+      lines.push(`  #${i} ${I.op.name}${d ? ` [${d}]` : ""} (${I.args.map(argText).join(", ")}) -> ${name(I.out)}${where} ${fmtShape(I.shape)} ${I.dtype} ${fmtBytes(s.bytes)}${I.inplace ? " in-place" : ""}${I.impl ? ` {${I.impl}}` : ""}`);
     });
     lines.push(`  outputs: ${this.outputs.map(argText).join(", ")}`);
     return lines.join("\n");

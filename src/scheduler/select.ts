@@ -6,20 +6,34 @@
  */
 import type { Backend, PreparedKernel } from "../backends/backend.ts";
 import { admits, type Application, type Implementation, type Tolerance } from "../backends/catalog.ts";
-import { lookupTimings, signatureOf } from "./kernel_db.ts";
+import { lookupTimings, signatureOf, type Measured } from "./kernel_db.ts";
 
 /** Counters: how often each implementation was chosen (tests, explain, `loom tune`). */
 export const selectionStats = { chosen: new Map<string, number>(), fromDatabase: 0, fromRank: 0 };
 
-/** The implementations of `a.op` on `backend` that apply to `a`, admitted by `tol`, best first. */
+/**
+ * Whether a measured record is within `tol`: every element's error is at most atol (max abs) or
+ * at most rtol·|ref| (max rel), either of which implies the elementwise bound atol + rtol·|ref|.
+ */
+function measuredWithin(tol: Tolerance, m: Measured): boolean {
+  if (!m.within_contract) return false;
+  if (tol === "exact") return true; // only exact contracts get here
+  return m.max_abs_err <= tol.atol || m.max_rel_err <= tol.rtol;
+}
+
+/**
+ * The implementations of `a.op` on `backend` that apply to `a` and are admitted by `tol` (by
+ * their contract, and by their measured error where the database has it), best first.
+ */
 export function candidates(backend: Backend, a: Application, tol: Tolerance): Implementation[] {
   const all = backend.implementations?.(a.op.name) ?? [];
-  const ok = all.filter((i) => admits(tol, i.contract) && i.applies(a));
+  let ok = all.filter((i) => admits(tol, i.contract) && i.applies(a));
   if (ok.length < 2) return ok;
-  const times = lookupTimings(backend.name, signatureOf(a), ok.map((i) => i.id));
-  if (times && ok.every((i) => times.has(i.id))) {
+  const db = lookupTimings(backend.name, signatureOf(a));
+  if (db) ok = ok.filter((i) => i.contract.kind === "exact" || !db.has(i.id) || measuredWithin(tol, db.get(i.id)!));
+  if (db && ok.every((i) => db.has(i.id))) {
     selectionStats.fromDatabase++;
-    return ok.sort((x, y) => times.get(x.id)! - times.get(y.id)! || x.rank - y.rank);
+    return ok.sort((x, y) => db.get(x.id)!.median_ms - db.get(y.id)!.median_ms || x.rank - y.rank);
   }
   selectionStats.fromRank++;
   return ok.sort((x, y) => x.rank - y.rank);
