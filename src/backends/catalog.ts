@@ -14,6 +14,7 @@
  *   against it (tests/catalog/).
  */
 import type { OpDef } from "../graph/op.ts";
+import type { FusedOpName, OpName } from "../graph/registry.ts";
 import type { DType } from "../tensor/dtype.ts";
 import type { InputLayout, PreparedKernel } from "./backend.ts";
 
@@ -54,8 +55,8 @@ export interface Application {
 export interface Implementation {
   /** Unique, stable id: `<backend>.<op>.<variant>` (the kernel database's key). */
   readonly id: string;
-  /** Registry name of the op it implements (OPS or FUSED_OPS). */
-  readonly op: string;
+  /** Registry name of the op it implements (OPS or FUSED_OPS; tsc checks it). */
+  readonly op: OpName | FusedOpName;
   readonly contract: Contract;
   /** Heuristic order when the database has no timing (lower = presumed faster). */
   readonly rank: number;

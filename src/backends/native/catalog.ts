@@ -4,7 +4,7 @@
  * faster implementations with an error bound, each in its own file:
  * - (added by the implementations' files below)
  */
-import { FUSED_OPS, OPS } from "../../graph/registry.ts";
+import { FUSED_OPS, OPS, type FusedOpName, type OpName } from "../../graph/registry.ts";
 import type { Application, Implementation } from "../catalog.ts";
 import type { NativeBackend } from "./backend.ts";
 
@@ -12,7 +12,7 @@ import type { NativeBackend } from "./backend.ts";
 const EXACT_RANK = 100;
 
 /** The exact implementation of `op`: the backend's own prepare (shim kernel or js fallback). */
-function exact(b: NativeBackend, op: string): Implementation {
+function exact(b: NativeBackend, op: OpName | FusedOpName): Implementation {
   return {
     id: `native.${op}.exact`, op, contract: { kind: "exact" }, rank: EXACT_RANK,
     doc: "the shim's exact kernel (each intermediate rounded as the unfused ops store it; js fallback where the shim lacks the op)",
@@ -24,7 +24,7 @@ function exact(b: NativeBackend, op: string): Implementation {
 /** Every registry op's implementations on `b`, exact first. */
 export function nativeCatalog(b: NativeBackend): ReadonlyMap<string, readonly Implementation[]> {
   const m = new Map<string, Implementation[]>();
-  for (const name of [...Object.keys(OPS), ...Object.keys(FUSED_OPS)]) m.set(name, [exact(b, name)]);
+  for (const name of [...Object.keys(OPS), ...Object.keys(FUSED_OPS)] as (OpName | FusedOpName)[]) m.set(name, [exact(b, name)]);
   const add = (impls: readonly Implementation[]) => { for (const i of impls) m.get(i.op)!.push(i); };
   void add; // bounded implementations register here
   return m;
