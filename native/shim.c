@@ -24,15 +24,33 @@
 
 /* ---- op table ------------------------------------------------------------------------------ */
 typedef int (*kernel_fn)(const loom_instr *);
-#define NAME_EW(n) #n ","
-#define NAME_K(n, k) #n ","
-static const char OP_NAMES[] = LOOM_EW_OPS(NAME_EW) LOOM_KERNEL_OPS(NAME_K) "";
-#define FN_EW(n) k_elementwise,
-#define FN_K(n, k) k,
-static const kernel_fn KERNELS[] = {LOOM_EW_OPS(FN_EW) LOOM_KERNEL_OPS(FN_K)};
+#define NAME_1(n) #n,
+#define NAME_2(n, k) #n,
+static const char *const OP_NAME[OP_END] = {LOOM_REGISTRY_EW_OPS(NAME_1) LOOM_REGISTRY_KERNEL_OPS(NAME_1) LOOM_NATIVE_OPS(NAME_2)};
+#define KERNEL_AT(n, k) [OP_##n] = k,
+static const kernel_fn KERNELS[OP_END] = {[0 ... OP_EW_END - 1] = k_elementwise, LOOM_KERNEL_IMPLS(KERNEL_AT) LOOM_NATIVE_OPS(KERNEL_AT)};
 
-/** Comma-separated op names in opcode order: TypeScript derives its opcode map from this. */
-const char *loom_op_names(void) { return OP_NAMES; }
+/**
+ * Comma-separated op names in opcode order, an empty name where an op has no kernel:
+ * TypeScript derives its opcode map from this.
+ */
+const char *loom_op_names(void) {
+  static char buf[8192];
+  static atomic_int made;
+  if (atomic_load(&made)) return buf;
+  size_t n = 0;
+  for (int i = 0; i < OP_END; i++) {
+    const char *s = KERNELS[i] ? OP_NAME[i] : "";
+    size_t l = strlen(s);
+    if (n + l + 2 > sizeof buf) break;
+    memcpy(buf + n, s, l);
+    n += l;
+    buf[n++] = ',';
+  }
+  buf[n] = 0;
+  atomic_store(&made, 1);
+  return buf;
+}
 int loom_abi_version(void) { return 2; }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -370,7 +388,7 @@ static int run_program(const double *w, int64_t nwords, char *err) {
     I.nin = (int)w[2];
     I.nattr = (int)w[3];
     I.attr = w + 4;
-    if (I.op < 0 || I.op >= OP_END || I.nin > LOOM_MAXIN) { loom_set_error("bad instruction %d (opcode %d)", k, I.op); return k; }
+    if (I.op < 0 || I.op >= OP_END || !KERNELS[I.op] || I.nin > LOOM_MAXIN) { loom_set_error("bad instruction %d (opcode %d)", k, I.op); return k; }
     const double *t = parse_tensor(w + 4 + I.nattr, &I.out);
     for (int i = 0; i < I.nin; i++) t = parse_tensor(t, &I.in[i]);
     op_counts[I.op]++;

@@ -161,26 +161,27 @@ void loom_set_error(const char *fmt, ...);
 void *loom_scratch(int slot, size_t bytes);
 enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T2, SCR_T3, SCR_T4, SCR_T5, SCR_T6, SCR_T7, SCR_NSLOTS };
 
-/* ---- the op table: one line per registry op (names equal src/graph/registry.ts keys) --------- */
-/* X(name, kernel): elementwise ops first, in this order; their index is the opcode. */
-#define LOOM_EW_OPS(X) \
-  X(neg) X(abs) X(sign) X(exp) X(log) X(log1p) X(sqrt) X(rsqrt) X(reciprocal) X(sin) X(cos) \
-  X(tanh) X(sigmoid) X(relu) X(erf) X(floor) X(ceil) X(round) X(isnan) X(logical_not) \
-  X(contiguous) X(cast) X(add) X(sub) X(mul) X(div) X(floor_divide) X(remainder) X(pow) \
-  X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or) X(where)
-/* Kernel ops: registry kernels, the graph compiler's fused ops (FUSED_OPS) and the AdamW update. */
-#define LOOM_KERNEL_OPS(X) \
+/* ---- the op table ----------------------------------------------------------------------------
+ * Opcodes come from the op registry: ops.gen.h is generated from src/graph/registry.ts at build
+ * time (src/backends/native/optable.ts) with the elementwise ops first (their index is the
+ * opcode), then the other non-view ops and the fused ops. Here only which kernel runs each
+ * kernel op, by name (a name that is not a registry op does not compile; an op without a line
+ * has no native kernel and runs on the js backend), and the native-only instructions. */
+#include "ops.gen.h"
+#define LOOM_KERNEL_IMPLS(X) \
   X(sum, k_reduce) X(amax, k_reduce) X(amin, k_reduce) X(argmax, k_arg) X(argmin, k_arg) \
   X(cumsum, k_cumsum) X(slice_backward, k_slice_backward) X(cat, k_cat) X(matmul, k_matmul) \
   X(gather, k_gather) X(scatter_add, k_scatter_add) X(index_select, k_index_select) \
   X(index_add, k_index_add) X(tri, k_tri) X(lora_linear, k_lora_linear) \
   X(fused_elementwise, k_fused_elementwise) X(fused_reduce, k_fused_reduce) X(fused_matmul, k_fused_matmul) \
   X(fused_softmax, k_fused_softmax) X(fused_layer_norm, k_fused_norm) X(fused_rms_norm, k_fused_norm) \
-  X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention) X(adamw, k_adamw)
+  X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention)
+/* Native-only instructions (no registry op): the optimizer's fused update; catalog variants. */
+#define LOOM_NATIVE_OPS(X) X(adamw, k_adamw)
 
 #define LOOM_ENUM_EW(n) OP_##n,
 #define LOOM_ENUM_K(n, k) OP_##n,
-enum { LOOM_EW_OPS(LOOM_ENUM_EW) OP_EW_END, OP_K_BEGIN = OP_EW_END - 1, LOOM_KERNEL_OPS(LOOM_ENUM_K) OP_END };
+enum { LOOM_REGISTRY_EW_OPS(LOOM_ENUM_EW) OP_EW_END, OP_K_BEGIN = OP_EW_END - 1, LOOM_REGISTRY_KERNEL_OPS(LOOM_ENUM_EW) LOOM_NATIVE_OPS(LOOM_ENUM_K) OP_END };
 
 /* ---- the kernels (kernels/), called by the interpreter with parsed operands --------------- */
 typedef struct {

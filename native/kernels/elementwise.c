@@ -250,7 +250,7 @@ static void int_check_result(int op, int dt, const double *o, int n) {
 
 static const char *const EW_NAMES[] = {
 #define LOOM_EW_NAME(n) #n,
-  LOOM_EW_OPS(LOOM_EW_NAME)
+  LOOM_REGISTRY_EW_OPS(LOOM_EW_NAME)
 #undef LOOM_EW_NAME
 };
 static const char *const DT_NAMES[] = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool"};

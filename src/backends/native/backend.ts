@@ -146,8 +146,9 @@ export class NativeBackend implements BatchBackend {
 
   constructor(readonly lib: NativeLib) {
     this.memory = new HostMemory(lib);
-    this.counts = new Float64Array(lib.opcodes.size);
-    const names = [...lib.opcodes.keys()];
+    this.counts = new Float64Array(lib.opEnd);
+    const names: string[] = [];
+    for (const [n, c] of lib.opcodes) names[c] = n;
     const counts = this.counts, other = this.other;
     this.stats = {
       ops: 0, execs: 0, submits: 0, fallbacks: 0,
@@ -413,11 +414,11 @@ export class NativeBackend implements BatchBackend {
    * oversubscribed, so the pool's waits slept instead of spinning for a while).
    */
   shimCounters(): { submits: number; byOp: Map<string, number>; preemptions: number } {
-    const c = new Float64Array(1 + this.lib.opcodes.size + 1);
+    const c = new Float64Array(1 + this.lib.opEnd + 1);
     this.lib.sym.loom_counters(c);
     const byOp = new Map<string, number>();
     for (const [name, code] of this.lib.opcodes) if (c[1 + code]) byOp.set(name, c[1 + code]!);
-    return { submits: c[0]!, byOp, preemptions: c[1 + this.lib.opcodes.size]! };
+    return { submits: c[0]!, byOp, preemptions: c[1 + this.lib.opEnd]! };
   }
 
   /** Command buffers submitted and not yet collected. */

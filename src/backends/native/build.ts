@@ -5,9 +5,10 @@
  * `scripts/build-native.ts` (npm's postinstall); a missing compiler yields a message, not a throw.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
+import { opTableHeader } from "./optable.ts";
 
 export const NATIVE_DIR = resolve(import.meta.dir, "../../../native");
 export const BUILD_DIR = join(NATIVE_DIR, "build");
@@ -18,11 +19,26 @@ export const BUILD_DIR = join(NATIVE_DIR, "build");
  */
 export const CFLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-pthread", "-fno-math-errno", "-ffp-contract=off", "-fopenmp-simd", "-Wall"];
 
+/** Where the generated header (ops.gen.h: the opcode table, from the registry) is written. */
+export const GEN_DIR = join(BUILD_DIR, "gen");
+
+/** Write ops.gen.h when its text changed (tmp + rename: a concurrent build never reads half a file). */
+function writeOpTable(): string {
+  const path = join(GEN_DIR, "ops.gen.h");
+  const text = opTableHeader();
+  if (existsSync(path) && readFileSync(path, "utf8") === text) return path;
+  mkdirSync(GEN_DIR, { recursive: true });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
+  return path;
+}
+
 export type BuildResult = { ok: true; path: string; cached: boolean } | { ok: false; reason: string };
 
 function sources(): string[] {
   const k = join(NATIVE_DIR, "kernels");
-  return [join(NATIVE_DIR, "shim.c"), ...readdirSync(k).filter((f) => f.endsWith(".c") || f.endsWith(".h")).sort().map((f) => join(k, f))];
+  return [join(NATIVE_DIR, "shim.c"), ...readdirSync(k).filter((f) => f.endsWith(".c") || f.endsWith(".h")).sort().map((f) => join(k, f)), writeOpTable()];
 }
 
 function compiler(): string {
@@ -57,7 +73,7 @@ export function buildNative(opts: { quiet?: boolean } = {}): BuildResult {
   const q = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
   const objs = cfiles.map((f, i) => join(tmp, `${i}.o`));
   const script = [
-    ...cfiles.map((f, i) => `${q(cc)} ${CFLAGS.join(" ")} -c ${q(f)} -o ${q(objs[i]!)} &`),
+    ...cfiles.map((f, i) => `${q(cc)} ${CFLAGS.join(" ")} -I${q(GEN_DIR)} -c ${q(f)} -o ${q(objs[i]!)} &`),
     "wait",
     `${q(cc)} -shared -pthread -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -lmvec -lm -ldl`,
   ].join("\n");

@@ -31,6 +31,8 @@ export interface NativeLib {
   readonly path: string;
   /** Opcode of each op name the shim implements (elementwise ops, kernels, "fused"). */
   readonly opcodes: ReadonlyMap<string, number>;
+  /** Number of opcodes (the shim's OP_END), kernels or not. */
+  readonly opEnd: number;
   readonly threads: number;
 }
 
@@ -55,9 +57,12 @@ export function loadNative(): NativeLib | { error: string } {
     const lib = dlopen(b.path, SYMBOLS);
     const sym = lib.symbols;
     if (sym.loom_abi_version() !== ABI_VERSION) return (cached = { error: `native ABI ${sym.loom_abi_version()} != ${ABI_VERSION}` });
-    const names = cstr(sym.loom_op_names()).split(",").filter((s) => s.length > 0);
+    // one name per opcode ("" where the op has no native kernel), then the trailing comma's ""
+    const names = cstr(sym.loom_op_names()).split(",").slice(0, -1);
     const threads = sym.loom_init(Number(process.env.LOOM_NATIVE_THREADS ?? 0));
-    return (cached = { sym, path: b.path, opcodes: new Map(names.map((n, i) => [n, i])), threads });
+    const opcodes = new Map<string, number>();
+    names.forEach((n, i) => { if (n) opcodes.set(n, i); });
+    return (cached = { sym, path: b.path, opcodes, opEnd: names.length, threads });
   } catch (e) {
     return (cached = { error: `loading ${b.path} failed: ${(e as Error).message}` });
   }
