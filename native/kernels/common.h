@@ -176,7 +176,8 @@ enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T
   X(index_add, k_index_add) X(tri, k_tri) X(lora_linear, k_lora_linear) \
   X(fused_elementwise, k_fused_elementwise) X(fused_reduce, k_fused_reduce) X(fused_matmul, k_fused_matmul) \
   X(fused_softmax, k_fused_softmax) X(fused_layer_norm, k_fused_norm) X(fused_rms_norm, k_fused_norm) \
-  X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention) X(adamw, k_adamw)
+  X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention) X(adamw, k_adamw) \
+  X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32)
 
 #define LOOM_ENUM_EW(n) OP_##n,
 #define LOOM_ENUM_K(n, k) OP_##n,
@@ -212,6 +213,9 @@ int k_fused_softmax(const loom_instr *I);
 int k_fused_norm(const loom_instr *I);
 int k_fused_attention(const loom_instr *I);
 int k_adamw(const loom_instr *I);
+/* rows_f32.c: the bounded float32 row kernels (catalog implementations, src/backends/native/rows.ts) */
+int k_softmax_f32(const loom_instr *I);
+int k_norm_f32(const loom_instr *I);
 
 /** Copy src (strided, any dtype) into dst (strided, any dtype) with the js conversions. */
 void copy_strided(const tdesc *dst, const tdesc *src);
