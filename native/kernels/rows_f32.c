@@ -107,14 +107,14 @@ static void smf_rows(void *vc, int64_t r0, int64_t r1) {
           if (s == 1) { rp[c->dst] = p; continue; } /* a contiguous row: read in place */
           if (s == 0) { float x = p[0]; for (int64_t j = 0; j < n; j++) own[j] = x; }
           else for (int64_t j = 0; j < n; j++) own[j] = p[j * s];
-        } else { /* bool / uint8 (rows.ts admits no other load dtype) */
+        } else { /* bool (rows.ts admits no other load dtype) */
           const uint8_t *p = (const uint8_t *)t->p + base;
           for (int64_t j = 0; j < n; j++) own[j] = p[j * s] != 0;
         }
         rp[c->dst] = own;
         continue;
       }
-      /* PC_OP in float32: rows.ts admits add, sub, mul, div, neg, where */
+      /* PC_OP: float32 add, sub, mul, div, neg, where; bool logical_not; cast/contiguous to either */
       const float *a = rp[c->a], *b = rp[c->b], *w = rp[c->c];
       if (c->op == OP_add) {
 #pragma omp simd
@@ -131,13 +131,22 @@ static void smf_rows(void *vc, int64_t r0, int64_t r1) {
       } else if (c->op == OP_neg) {
 #pragma omp simd
         for (int64_t j = 0; j < n; j++) own[j] = -a[j];
-      } else { /* where(cond, x, y): cond NaN counts as true, as `v !== 0` */
+      } else if (c->op == OP_where) { /* where(cond, x, y): cond NaN counts as true, as `v !== 0` */
 #pragma omp simd
         for (int64_t j = 0; j < n; j++) own[j] = a[j] != 0 ? b[j] : w[j];
+      } else if (c->op == OP_logical_not) { /* bools are 0/1 floats */
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) own[j] = a[j] == 0;
+      } else if (c->dt == DT_BOOL) { /* cast / contiguous to bool */
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) own[j] = a[j] != 0;
+      } else { /* cast / contiguous to float32 of a float32 or bool value: a copy (a's register may be reused) */
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) own[j] = a[j];
       }
       rp[c->dst] = own;
     }
-    softmax_row_f32(rp[P->out], C->out + r * n, e, n);
+    softmax_row_f32(rp[P->code[P->out].dst], C->out + r * n, e, n);
   }
 }
 
@@ -153,10 +162,12 @@ int k_softmax_f32(const loom_instr *I) {
   }
   for (int k = 0; k < P.ncode; k++) {
     const pcode *c = &P.code[k];
+    int any = c->op == OP_cast || c->op == OP_contiguous;
     int ok = c->kind == PC_LOAD || c->kind == PC_CONST
-                 ? (I->in[c->input].dt == DT_F32 || I->in[c->input].dt == DT_BOOL || I->in[c->input].dt == DT_U8)
-                 : c->kind == PC_OP && c->dt == DT_F32 &&
-                       (c->op == OP_add || c->op == OP_sub || c->op == OP_mul || c->op == OP_div || c->op == OP_neg || c->op == OP_where);
+                 ? (I->in[c->input].dt == DT_F32 || I->in[c->input].dt == DT_BOOL)
+                 : c->kind == PC_OP && ((c->dt == DT_F32 && (any || c->op == OP_add || c->op == OP_sub || c->op == OP_mul ||
+                                                             c->op == OP_div || c->op == OP_neg || c->op == OP_where)) ||
+                                        (c->dt == DT_BOOL && (any || c->op == OP_logical_not)));
     if (!ok) { loom_set_error("fused_softmax_f32: prologue code %d not supported", k); return 1; }
   }
   C.P = &P;

@@ -23,8 +23,8 @@
  *   atol 1e-8, rtol 2.4e-7.
  * Value conditions checked by the kernel at run time (eps ≥ 0; layer_norm's |w| ≤ 2^10 and
  * |b| ≤ 2^20) send the instruction to the exact kernel instead, as `applies` false would.
- * The softmax prologue (scale, additive mask, `where` mask: + − · / neg where, float32 or bool
- * loads) is evaluated in float32, which rounds each op as the exact kernel does (double has more
+ * The softmax prologue (scale, additive mask, `where` mask: + − · / neg where cast, logical_not
+ * of bools; float32 or bool loads) is evaluated in float32, which rounds each op as the exact kernel does (double has more
  * than 2·24 + 2 bits): ref is the softmax in float64 of those prologue values.
  */
 import type { Program } from "../../graph/passes/program.ts";
@@ -43,8 +43,8 @@ export const MAX_ROW = 2 ** 24;
 export const MAX_LN_ROW = 2 ** 14;
 /** Most codes in a softmax prologue (the kernel keeps one row buffer per register, at most 64). */
 const MAX_PROLOGUE = 32;
-/** Prologue ops evaluated in float32 with the exact kernel's rounding. */
-const PROLOGUE_OPS = new Set(["add", "sub", "mul", "div", "neg", "where"]);
+/** Prologue ops evaluated in float32 with the exact kernel's rounding (bools as 0/1), by result dtype. */
+const PROLOGUE_OPS = { float32: new Set(["add", "sub", "mul", "div", "neg", "where", "cast", "contiguous"]), bool: new Set(["logical_not", "cast", "contiguous"]) };
 
 const TWO_ULP = 2.4e-7;
 const SUBNORMAL = 2 ** -148;
@@ -59,13 +59,13 @@ function fits(a: Application): boolean {
   return a.inputs.every((x) => x.shape.length <= MAX_DIMS && numel(x.shape) > 0);
 }
 
-/** A prologue the kernel evaluates in float32: float32 ops of PROLOGUE_OPS over float32/bool loads. */
+/** A prologue the kernel evaluates in float32: ops of PROLOGUE_OPS over float32/bool loads. */
 function simplePrologue(p: Program, inputs: readonly InputLayout[]): boolean {
   if (p.code.length > MAX_PROLOGUE || p.code[p.out]!.dtype !== "float32") return false;
   return p.code.every((c) => {
     if (c.k === "acc") return false;
     if (c.k === "load") return (c.dtype === "float32" || c.dtype === "bool") && inputs[c.input]?.dtype === c.dtype;
-    return c.dtype === "float32" && PROLOGUE_OPS.has(c.op.name);
+    return (c.dtype === "float32" || c.dtype === "bool") && PROLOGUE_OPS[c.dtype].has(c.op.name);
   });
 }
 
