@@ -7,8 +7,8 @@
  * Why they are fast and still within ~1 float32 ulp of the float64 reference: each row is read
  * as float32 straight from the input (no 512-element double blocks, no rounding after every op),
  * and everything after the prologue runs in double lanes: exact float→double conversions,
- * double sums (8 lanes), libmvec's double exp (≤ 4 ulp of double), double division and sqrt;
- * the result is rounded to float32 once. Rows are split over Loom's pool.
+ * double sums (8 lanes), a branch-free double exp (exp_neg, relative error < 1e-11), double
+ * division and sqrt; the result is rounded to float32 once. Rows are split over Loom's pool.
  *
  * The softmax prologue (scale, additive or `where` mask) is evaluated in float32 arithmetic, one
  * op at a time over the whole row: + - · / of float32 values rounded to float32 equal the exact
@@ -17,47 +17,47 @@
  */
 #include "common.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-typedef __m512d vd;
-#define VW 8
-#define VLOAD _mm512_loadu_pd
-#define VSTORE _mm512_storeu_pd
-vd _ZGVeN8v_exp(vd);
-#define VEXP _ZGVeN8v_exp
-#elif defined(__AVX2__)
-#include <immintrin.h>
-typedef __m256d vd;
-#define VW 4
-#define VLOAD _mm256_loadu_pd
-#define VSTORE _mm256_storeu_pd
-vd _ZGVdN4v_exp(vd);
-#define VEXP _ZGVdN4v_exp
-#endif
+/**
+ * exp(d) for d <= 0 (or NaN) in double: Cody–Waite reduction d = k·ln2 + r, |r| <= ln2/2
+ * (fdlibm's split ln2, k·ln2_hi exact), a degree-9 Taylor polynomial (remainder
+ * |r|^10/10!·e^|r| < 9.7e-12, Horner rounding < 2e-15) and 2^k put in the exponent bits:
+ * relative error < 1e-11 (float32 results need 6e-8). d below -700 is taken as -700
+ * (exp(-700) ≈ 1e-304, far below anything a float32 probability keeps); NaN stays NaN. Branch-free, so the row loop vectorizes
+ * (8 double lanes with AVX-512) without libmvec, whose double exp costs ~4x more here.
+ */
+static inline double exp_neg(double d) {
+  d = d < -700 ? -700 : d;
+  double t = d * 1.4426950408889634 + 0x1.8p52; /* round(d·log2 e) in the low bits */
+  double k = t - 0x1.8p52;
+  double r = fma(k, -6.93147180369123816490e-01, d);
+  r = fma(k, -1.90821492927058770002e-10, r);
+  double p = 2.75573192239858906526e-06; /* 1/9! ... 1/0! */
+  p = fma(p, r, 2.48015873015873015873e-05);
+  p = fma(p, r, 1.98412698412698412698e-04);
+  p = fma(p, r, 1.38888888888888888889e-03);
+  p = fma(p, r, 8.33333333333333333333e-03);
+  p = fma(p, r, 4.16666666666666666667e-02);
+  p = fma(p, r, 1.66666666666666666667e-01);
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  uint64_t bits; /* t's bits are those of 1.5·2^52 plus k (two's complement) */
+  memcpy(&bits, &t, 8);
+  bits = (bits + 1023) << 52; /* 2^k: k in [-1010, 0] */
+  double s;
+  memcpy(&s, &bits, 8);
+  return p * s;
+}
 
 /** e[j] = exp(v[j] - m) in double for j < n (v float32); returns Σ e[j] (double lanes). */
 static double exp_row(const float *v, double m, double *e, int64_t n) {
   double z = 0;
-#ifdef VW
-  int64_t j = 0;
-  /* whole vectors, then the tail through a padded temporary (position-independent bits) */
-  for (; j + VW <= n; j += VW) {
-    double t[VW];
-#pragma omp simd
-    for (int k = 0; k < VW; k++) t[k] = (double)v[j + k] - m;
-    VSTORE(e + j, VEXP(VLOAD(t)));
-  }
-  if (j < n) {
-    double t[VW] = {0};
-    for (int64_t k = 0; k < n - j; k++) t[k] = (double)v[j + k] - m;
-    VSTORE(t, VEXP(VLOAD(t)));
-    for (int64_t k = 0; k < n - j; k++) e[j + k] = t[k];
-  }
-#else
-  for (int64_t j = 0; j < n; j++) e[j] = exp((double)v[j] - m);
-#endif
 #pragma omp simd reduction(+ : z)
-  for (int64_t j = 0; j < n; j++) z += e[j];
+  for (int64_t j = 0; j < n; j++) {
+    double x = exp_neg((double)v[j] - m);
+    e[j] = x;
+    z += x;
+  }
   return z;
 }
 

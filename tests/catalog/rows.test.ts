@@ -162,6 +162,12 @@ describe.skipIf(!NATIVE)("native float32 row kernels (rows.ts)", () => {
       within(run(() => loom.softmax(t(v, [r, n]).lazy().add(t(add, [1, n]).lazy()), -1), IMPL), softmaxRef(summed, n), SOFTMAX_CONTRACT);
     });
 
+    test("the exponential over its whole range: rows [0, d] for d in [-110, 0] by 1/64", () => {
+      const rows = 110 * 64 + 1, v = new Float32Array(2 * rows);
+      for (let i = 0; i < rows; i++) v[2 * i + 1] = -i / 64;
+      within(run(() => loom.softmax(t(v, [rows, 2]).lazy(), -1), IMPL), softmaxRef(v, 2), SOFTMAX_CONTRACT);
+    });
+
     test("NaN and +inf inputs give the decomposition's NaN rows", () => {
       const v = values(3 * 7, 1);
       v[2] = NaN;
