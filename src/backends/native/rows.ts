@@ -38,8 +38,10 @@ import { encodeAttrs, MAX_DIMS, MAX_INPUTS } from "./program.ts";
 
 /** Below the exact kernels' 100: presumed faster wherever it applies. */
 const RANK = 10;
-/** Longest softmax / rms_norm row the bound covers (the sum's γ_n). */
+/** Longest rms_norm row the bound covers (the sum's γ_n). */
 export const MAX_ROW = 2 ** 24;
+/** Longest softmax row taken: per-thread scratch is 8 bytes (exponentials) + 4 per register per element. */
+export const MAX_SOFTMAX_ROW = 2 ** 20;
 /** Longest layer_norm row the bound covers (its absolute term grows with n). */
 export const MAX_LN_ROW = 2 ** 14;
 /** Most codes in a softmax prologue (the kernel keeps one row buffer per register, at most 64). */
@@ -88,7 +90,7 @@ function softmax(b: NativeBackend): Implementation {
       const at = a.attrs as FusedSoftmaxAttrs;
       const nd = at.prologue.shape.length;
       if (a.dtype !== "float32" || nd === 0 || !fits(a)) return false;
-      if (normalizeDim("softmax", at.dim, nd) !== nd - 1 || at.prologue.shape[nd - 1]! > MAX_ROW) return false;
+      if (normalizeDim("softmax", at.dim, nd) !== nd - 1 || at.prologue.shape[nd - 1]! > MAX_SOFTMAX_ROW) return false;
       return simplePrologue(at.prologue, a.inputs);
     },
     prepare: (a) => b.instruction("fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
