@@ -236,6 +236,21 @@ describe.skipIf(!NATIVE)("native float32 row kernels (rows.ts)", () => {
     });
   });
 
+  test("the row kernels are instructions of the plan's one command buffer (asynchronous, no eager call)", () => {
+    const nb = NATIVE!;
+    const x = t(values(64 * 100, 2), [64, 100]), w = t(values(100, 1, 1), [100]);
+    const f = () => (loom.softmax(x.lazy(), -1) as L).add(loom.rms_norm(x.lazy(), [100], w.lazy())) as L;
+    f().eval().dataSync(); // compile once
+    const y = f();
+    expect(impls(y)).toEqual(["fused_softmax:native.fused_softmax.f32", "fused_rms_norm:native.fused_rms_norm.f32", "fused_elementwise:native.fused_elementwise.exact"]);
+    const s0 = nb.stats.submits, e0 = nb.stats.execs, c0 = nb.shimCounters().byOp.get("fused_softmax_f32") ?? 0;
+    y.eval();
+    expect(nb.stats.submits - s0).toBe(1);
+    y.dataSync();
+    expect(nb.stats.execs - e0).toBe(0);
+    expect(nb.shimCounters().byOp.get("fused_softmax_f32")! - c0).toBe(1);
+  });
+
   test('tolerance "exact": the exact kernels run, equal to eager bit for bit', () => {
     loom.set_compiler_options({ tolerance: "exact" });
     try {
