@@ -127,9 +127,10 @@ describe.skipIf(!NATIVE)("native float32 row kernels (rows.ts)", () => {
       });
     }
 
-    test("batched leading dims [2, 3, 5, 33] and a strided (transposed) input", () => {
+    test("batched leading dims [2, 3, 5, 33], a 1-D input, a strided (transposed) input", () => {
       const v = values(2 * 3 * 5 * 33, 4);
       within(run(() => loom.softmax(t(v, [2, 3, 5, 33]).lazy(), -1), IMPL), softmaxRef(v, 33), SOFTMAX_CONTRACT);
+      within(run(() => loom.softmax(t(v, [990]).lazy(), 0), IMPL), softmaxRef(v, 990), SOFTMAX_CONTRACT); // one row, 1-D
       // x.T is [33, 5] over a [5, 33] buffer: the row walks the buffer with stride 33
       const tr = new Float64Array(33 * 5);
       for (let i = 0; i < 5; i++) for (let j = 0; j < 33; j++) tr[j * 5 + i] = v[i * 33 + j]!;
