@@ -11,11 +11,12 @@
  * the portable build n), and the kernel's own double exp (rows_f32.c exp_neg: Cody–Waite
  * reduction and a degree-9 Taylor polynomial, relative error < 1e-11 from the remainder term).
  * - softmax and rms_norm: every value is a product/quotient of positive sums, so the double
- *   result p̂ has relative error ε ≤ γ_n + 2e-11 + 12u ≤ 2.4e-9 for n ≤ 2^24; rounding once to float32
- *   (2^-24·|p̂|) against float32(ref) (2^-24·|ref|) gives |y − fl(ref)| ≤ (2^-23 + 2ε)·|ref|
- *   below 2.4e-7·|ref|, plus 2^-149 per rounding where the result is subnormal: atol 2^-148.
- *   The exponent's argument v − max(v) is formed in double from two floats (an error of at most
- *   u·|v − m|, so |Δp| ≤ p·|v − m|·u ≤ u/e, far inside the relative term's slack).
+ *   result p̂ has relative error ε ≤ γ_n + 2e-11 + 12u ≤ 2.4e-9 for n ≤ 2^24 (rms_norm: eps ≥ 0,
+ *   so s/n + eps does not cancel); rounding once to float32 (2^-24·|p̂|) against float32(ref)
+ *   (2^-24·|ref|) gives |y − fl(ref)| ≤ (2^-23 + 2ε)·|ref| below 2.4e-7·|ref|, plus 2^-149 per
+ *   rounding where the result is subnormal: atol 2^-148. softmax's exponent argument v − max(v)
+ *   is formed in double from two floats: a relative error of exp of at most u·|v − m| ≤ 700u
+ *   (arguments below −700 are taken as −700: an absolute error below 1e-304), inside ε.
  * - layer_norm (the corrected two pass, in double): the mean's error η is removed to first order
  *   by the second centring pass; what remains in the normalized value t = (x − μ)·rsqrt(var + eps)
  *   is at most γ_n·(1 + |η|/σ) + 8u·|t| in absolute terms (σ² = var; for float32 rows |η|/σ is
@@ -25,8 +26,9 @@
  * Value conditions checked by the kernel at run time (eps ≥ 0; layer_norm's |w| ≤ 2^10 and
  * |b| ≤ 2^20) send the instruction to the exact kernel instead, as `applies` false would.
  * The softmax prologue (scale, additive mask, `where` mask: + − · / neg where cast, logical_not
- * of bools; float32 or bool loads) is evaluated in float32, which rounds each op as the exact kernel does (double has more
- * than 2·24 + 2 bits): ref is the softmax in float64 of those prologue values.
+ * of bools; float32 or bool loads) is evaluated in float32, which rounds each op as the exact
+ * kernel does (double has more than 2·24 + 2 bits): ref is the softmax in float64 of those
+ * prologue values (the same values the exact kernel and the unfused ops feed to softmax).
  */
 import type { Program } from "../../graph/passes/program.ts";
 import type { FusedSoftmaxAttrs, NormAttrs } from "../../graph/passes/fused_ops.ts";
