@@ -228,12 +228,15 @@ describe.skipIf(!NATIVE)("native float32 row kernels (rows.ts)", () => {
       expect(Array.from(y)).toEqual([...b, ...b]);
     });
 
-    test("weights beyond the bound's range (|w| > 2^10) run the exact kernel: eager's bits", () => {
+    test("weights beyond the bound's range (|w| > 2^10), and a negative eps, run the exact kernel: eager's bits", () => {
       const x = values(4 * 33, 2), w = values(33, 3000);
       const f = () => loom.layer_norm(t(x, [4, 33]).lazy(), [33], t(w, [33]).lazy());
       const y = run(f, IMPL);
       const eager = loom.layer_norm(t(x, [4, 33]), [33], t(w, [33])).dataSync();
       expect(Array.from(y)).toEqual(Array.from(eager));
+      // a negative eps (s/n + eps may cancel) likewise
+      const r = run(() => loom.rms_norm(t(x, [4, 33]).lazy(), [33], null, -1e-3), "fused_rms_norm:native.fused_rms_norm.f32");
+      expect(Array.from(r)).toEqual(Array.from(loom.rms_norm(t(x, [4, 33]), [33], null, -1e-3).dataSync()));
     });
   });
 
