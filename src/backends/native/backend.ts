@@ -252,6 +252,20 @@ export class NativeBackend implements BatchBackend {
     };
   }
 
+  /**
+   * A plan kernel appending one instruction of shim kernel `name` with these attribute words to
+   * the open batch, as `prepare`'s kernels do (catalog implementations: rows.ts).
+   */
+  instruction(name: string, words: readonly number[]): PreparedKernel {
+    const code = this.lib.opcodes.get(name);
+    if (code === undefined) throw new Error(`[native] the shim has no kernel ${name}`);
+    return (ins, out) => {
+      this.open().writer.instr(code, words, out, ins);
+      this.counts[code]!++;
+      this.stats.ops++;
+    };
+  }
+
   /** The open batch (a new one when none is). */
   private open(): Batch {
     if (this.batch) return this.batch;

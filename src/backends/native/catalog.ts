@@ -2,11 +2,12 @@
  * The native backend's kernel catalog (backends/catalog.ts): for each registry op, the exact
  * kernel (`NativeBackend.prepare`: the shim's op-by-op kernels, the same bits as eager) and the
  * faster implementations with an error bound, each in its own file:
- * - (added by the implementations' files below)
+ * - rows.ts: float32 row kernels for fused_softmax, fused_rms_norm, fused_layer_norm (bounded)
  */
 import { FUSED_OPS, OPS, type FusedOpName, type OpName } from "../../graph/registry.ts";
 import type { Application, Implementation } from "../catalog.ts";
 import type { NativeBackend } from "./backend.ts";
+import { rowImplementations } from "./rows.ts";
 
 /** Rank of the exact kernels: after every bounded implementation that applies. */
 const EXACT_RANK = 100;
@@ -26,6 +27,6 @@ export function nativeCatalog(b: NativeBackend): ReadonlyMap<string, readonly Im
   const m = new Map<string, Implementation[]>();
   for (const name of [...Object.keys(OPS), ...Object.keys(FUSED_OPS)] as (OpName | FusedOpName)[]) m.set(name, [exact(b, name)]);
   const add = (impls: readonly Implementation[]) => { for (const i of impls) m.get(i.op)!.push(i); };
-  void add; // bounded implementations register here
+  add(rowImplementations(b));
   return m;
 }

@@ -1,0 +1,128 @@
+/**
+ * Bounded float32 row kernels of the native backend (native/kernels/rows_f32.c) as catalog
+ * implementations of the named patterns fused_softmax, fused_rms_norm and fused_layer_norm.
+ * The exact kernels (fused.c) replay each decomposition op by op in 512-element double blocks,
+ * rounding every intermediate to float32; these read each row once as float32, compute
+ * everything after the prologue in double lanes and round the result to float32 once.
+ *
+ * Bounds (|y − ref| ≤ atol + rtol·|ref|, ref = the decomposition in float64, rounded to float32):
+ * let u = 2^-53 (double rounding), γ_k = k·u/(1 − k·u) (a sum of k terms, Higham, Accuracy and
+ * Stability of Numerical Algorithms, §4.2; the kernels' 8-lane sums need n/8 + 3 sequential adds,
+ * the portable build n), and the kernel's own double exp (rows_f32.c exp_neg: Cody–Waite
+ * reduction and a degree-9 Taylor polynomial, relative error < 1e-11 from the remainder term).
+ * - softmax and rms_norm: every value is a product/quotient of positive sums, so the double
+ *   result p̂ has relative error ε ≤ γ_n + 2e-11 + 12u ≤ 2.4e-9 for n ≤ 2^24 (rms_norm: eps ≥ 0,
+ *   so s/n + eps does not cancel); rounding once to float32 (2^-24·|p̂|) against float32(ref)
+ *   (2^-24·|ref|) gives |y − fl(ref)| ≤ (2^-23 + 2ε)·|ref| below 2.4e-7·|ref|, plus 2^-149 per
+ *   rounding where the result is subnormal: atol 2^-148. softmax's exponent argument v − max(v)
+ *   is formed in double from two floats: a relative error of exp of at most u·|v − m| ≤ 700u
+ *   (arguments below −700 are taken as −700: an absolute error below 1e-304), inside ε.
+ * - layer_norm (the corrected two pass, in double): the mean's error η is removed to first order
+ *   by the second centring pass; what remains in the normalized value t = (x − μ)·rsqrt(var + eps)
+ *   is at most γ_n·(1 + |η|/σ) + 8u·|t| in absolute terms (σ² = var; for float32 rows |η|/σ is
+ *   at most 2^24·√n·γ_n, second order), so the affine y = t·w + b adds ε_a·|w| + 4u·(|y| + |b|)
+ *   with ε_a ≤ γ_n ≤ 1.8e-12 for n ≤ 2^14. With |w| ≤ 2^10 and |b| ≤ 2^20 that is below 4.2e-9:
+ *   atol 1e-8, rtol 2.4e-7.
+ * Value conditions checked by the kernel at run time (eps ≥ 0; layer_norm's |w| ≤ 2^10 and
+ * |b| ≤ 2^20) send the instruction to the exact kernel instead, as `applies` false would.
+ * The softmax prologue (scale, additive mask, `where` mask: + − · / neg where cast, logical_not
+ * of bools; float32 or bool loads) is evaluated in float32, which rounds each op as the exact
+ * kernel does (double has more than 2·24 + 2 bits): ref is the softmax in float64 of those
+ * prologue values (the same values the exact kernel and the unfused ops feed to softmax).
+ */
+import type { Program } from "../../graph/passes/program.ts";
+import type { FusedSoftmaxAttrs, NormAttrs } from "../../graph/passes/fused_ops.ts";
+import { isContiguous, normalizeDim, numel } from "../../tensor/shape.ts";
+import type { Application, Contract, Implementation } from "../catalog.ts";
+import type { InputLayout } from "../backend.ts";
+import type { NativeBackend } from "./backend.ts";
+import { encodeAttrs, MAX_DIMS, MAX_INPUTS } from "./program.ts";
+
+/** Below the exact kernels' 100: presumed faster wherever it applies. */
+const RANK = 10;
+/** Longest rms_norm row the bound covers (the sum's γ_n). */
+export const MAX_ROW = 2 ** 24;
+/** Longest softmax row taken: per-thread scratch is 8 bytes (exponentials) + 4 per register per element. */
+export const MAX_SOFTMAX_ROW = 2 ** 20;
+/** Longest layer_norm row the bound covers (its absolute term grows with n). */
+export const MAX_LN_ROW = 2 ** 14;
+/** Most codes in a softmax prologue (the kernel keeps one row buffer per register, at most 64). */
+const MAX_PROLOGUE = 32;
+/** Prologue ops evaluated in float32 with the exact kernel's rounding (bools as 0/1), by result dtype. */
+const PROLOGUE_OPS = { float32: new Set(["add", "sub", "mul", "div", "neg", "where", "cast", "contiguous"]), bool: new Set(["logical_not", "cast", "contiguous"]) };
+
+const TWO_ULP = 2.4e-7;
+const SUBNORMAL = 2 ** -148;
+const SOURCE = "src/backends/native/rows.ts (double lanes, one rounding; exp_neg's Taylor remainder < 1e-11; Higham §4.2 sums)";
+export const SOFTMAX_CONTRACT: Contract = { kind: "bound", atol: SUBNORMAL, rtol: TWO_ULP, source: SOURCE };
+export const RMS_NORM_CONTRACT: Contract = { kind: "bound", atol: SUBNORMAL, rtol: TWO_ULP, source: SOURCE };
+export const LAYER_NORM_CONTRACT: Contract = { kind: "bound", atol: 1e-8, rtol: TWO_ULP, source: SOURCE };
+
+/** The shapes the shim takes (as NativeBackend.fits): at most 16 dims and 64 inputs, nothing empty. */
+function fits(a: Application): boolean {
+  if (a.shape.length > MAX_DIMS || a.inputs.length > MAX_INPUTS || numel(a.shape) === 0) return false;
+  return a.inputs.every((x) => x.shape.length <= MAX_DIMS && numel(x.shape) > 0);
+}
+
+/** A prologue the kernel evaluates in float32: ops of PROLOGUE_OPS over float32/bool loads. */
+function simplePrologue(p: Program, inputs: readonly InputLayout[]): boolean {
+  if (p.code.length > MAX_PROLOGUE || p.code[p.out]!.dtype !== "float32") return false;
+  return p.code.every((c) => {
+    if (c.k === "acc") return false;
+    if (c.k === "load") return (c.dtype === "float32" || c.dtype === "bool") && inputs[c.input]?.dtype === c.dtype;
+    return (c.dtype === "float32" || c.dtype === "bool") && PROLOGUE_OPS[c.dtype].has(c.op.name);
+  });
+}
+
+/** Whether the trailing `dims` dims of x are one contiguous run (outer dims may have any strides). */
+function rowsContiguous(x: InputLayout, dims: number): boolean {
+  let inner = 1;
+  for (let d = x.shape.length - 1; d >= x.shape.length - dims; d--) {
+    if (x.shape[d] !== 1 && x.strides[d] !== inner) return false;
+    inner *= x.shape[d]!;
+  }
+  return true;
+}
+
+function softmax(b: NativeBackend): Implementation {
+  return {
+    id: "native.fused_softmax.f32", op: "fused_softmax", contract: SOFTMAX_CONTRACT, rank: RANK,
+    doc: "float32 rows over the last dim, simple prologue (scale, mask), double lanes and exp, one rounding",
+    applies: (a) => {
+      const at = a.attrs as FusedSoftmaxAttrs;
+      const nd = at.prologue.shape.length;
+      if (a.dtype !== "float32" || nd === 0 || !fits(a)) return false;
+      if (normalizeDim("softmax", at.dim, nd) !== nd - 1 || at.prologue.shape[nd - 1]! > MAX_SOFTMAX_ROW) return false;
+      return simplePrologue(at.prologue, a.inputs);
+    },
+    prepare: (a) => b.instruction("fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
+  };
+}
+
+function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm"): Implementation {
+  const rms = op === "fused_rms_norm";
+  return {
+    id: `native.${op}.f32`, op, contract: rms ? RMS_NORM_CONTRACT : LAYER_NORM_CONTRACT, rank: RANK,
+    doc: `float32 rows (normalized dims contiguous, weight/bias contiguous), sums and scaling in double, one rounding${rms ? "" : `; rows up to ${MAX_LN_ROW}`}`,
+    applies: (a) => {
+      const at = a.attrs as NormAttrs;
+      const x = a.inputs[0]!;
+      if (a.dtype !== "float32" || x.dtype !== "float32" || !fits(a) || at.dims < 1 || at.dims > x.shape.length) return false;
+      const n = numel(x.shape.slice(x.shape.length - at.dims));
+      if (n > (rms ? MAX_ROW : MAX_LN_ROW) || !rowsContiguous(x, at.dims)) return false;
+      // [x, n, (n, n,) eps, w?, b?]: the constants may have any dtype (read as double); w and b dense float32
+      const affine = a.inputs.slice(rms ? 3 : 5);
+      return affine.every((t) => t.dtype === "float32" && isContiguous(t.shape, t.strides));
+    },
+    prepare: (a) => b.instruction(`${op}_f32`, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
+  };
+}
+
+/** The bounded row implementations on `b` (none when the shim was built without them). */
+export function rowImplementations(b: NativeBackend): Implementation[] {
+  const out: Implementation[] = [];
+  if (b.lib.opcodes.has("fused_softmax_f32")) out.push(softmax(b));
+  if (b.lib.opcodes.has("fused_rms_norm_f32")) out.push(norm(b, "fused_rms_norm"));
+  if (b.lib.opcodes.has("fused_layer_norm_f32")) out.push(norm(b, "fused_layer_norm"));
+  return out;
+}
