@@ -8,7 +8,7 @@ import { decoder, isFloating, type DType } from "../../tensor/dtype.ts";
 import { numel, shapesEqual } from "../../tensor/shape.ts";
 import { forEachStrided, type TensorData } from "../../tensor/storage.ts";
 import type { OpDef } from "../op.ts";
-import { contiguous } from "../ops/elementwise.ts";
+import { contiguous, mul } from "../ops/elementwise.ts";
 import { baseOf, canon, makeGraph, mkLeaf, mkNode, rewrite, withInputs, type GNode, type Graph } from "./ir.ts";
 
 /** Runs one op over buffers (the scheduler passes its backend's `run`). */
@@ -82,7 +82,8 @@ const integral = (d: DType) => !isFloating(d);
 
 /**
  * x·1, 1·x, x/1, x^1, x-0, x+(-0), integer x+0, -(-x), !!x and where(c, x, x) become x, when
- * that keeps the result's shape and dtype (so no broadcast or promotion is lost).
+ * that keeps the result's shape and dtype (so no broadcast or promotion is lost); float32 x^2
+ * becomes x·x (the same bits).
  */
 export function eliminateIdentities(g: Graph): Graph {
   return rewrite(g, (n, ins) => {
@@ -93,8 +94,13 @@ export function eliminateIdentities(g: Graph): Graph {
       case "mul":
         return (is(b!, 1) && pick(a)) || (is(a!, 1) && pick(b)) || null;
       case "div":
-      case "pow":
         return is(b!, 1) ? pick(a) : null;
+      case "pow":
+        if (is(b!, 1)) return pick(a);
+        // float32 x^2 is x·x bit for bit (x² of a float32 is exact in double, so any pow within
+        // 1 ulp returns it) and lets the norm patterns see x·x
+        if (is(b!, 2) && n.dtype === "float32" && a!.dtype === "float32" && shapesEqual(a!.shape, n.shape)) return mkNode(mul, [a!, a!], {}, n.shape, n.dtype, n.origins, n.retain);
+        return null;
       case "add": {
         const zeroB = is(b!, -0) || (integral(n.dtype) && is(b!, 0));
         const zeroA = is(a!, -0) || (integral(n.dtype) && is(a!, 0));
