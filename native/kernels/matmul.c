@@ -68,9 +68,6 @@ static mat shift(mat m, int64_t row0, int64_t col0, int es) {
  * against Loom's. Column (or row) blocks give the same bits as one call: each element's K loop,
  * and OpenBLAS's K blocking, are the same.
  */
-enum { LARGE_CHUNKS = 2 };
-#define LARGE_FLOPS 1e8
-
 typedef struct {
   const tdesc *a, *b, *o;
   int64_t M, N, K, nbatch, chunks, csize;
@@ -141,11 +138,9 @@ static void mm_setup(mm_ctx *C, const tdesc *a, const tdesc *b, const tdesc *o, 
   C->split_n = C->N >= C->M;
   int64_t len = C->split_n ? C->N : C->M;
   C->chunks = 1;
+  /* one block per thread: as fast as OpenBLAS's own 2-thread split on [512]², [1024]² and
+   * 64×4096×4096 (2 blocks per thread were up to 5% slower: each block packs all of A again) */
   if (nbatch_sched < nt && flops * nbatch_sched > 4e6) C->chunks = (nt + nbatch_sched - 1) / nbatch_sched;
-  /* a large product gets LARGE_CHUNKS blocks per thread: a descheduled worker then holds up one
-   * small block while the others take the rest (measured as fast as OpenBLAS's own threaded
-   * split on [512]², [1024]², 64×4096×4096) */
-  if (nbatch_sched == 1 && nt > 1 && flops >= LARGE_FLOPS) C->chunks = (int64_t)nt * LARGE_CHUNKS;
   C->csize = (len + C->chunks - 1) / C->chunks;
   /* blocks of whole SIMD/micro-kernel widths: OpenBLAS's row-major N is its column-major M,
    * packed and computed in panels of 16 (SkylakeX/Haswell sgemm unroll) */
