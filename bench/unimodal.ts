@@ -72,12 +72,12 @@ function busyChild(): { stop: () => void } {
 console.log(`# W7u ${MODE} in fresh processes (${cli.opt("--min-reps", "5")} steps each after 1 warm-up), load at start ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 const quiet = series("quiet", N);
 if (BUSY) {
-  const tQuiet = TORCH ? torchRef("W7", 1500) : null;
+  const tQuiet = TORCH ? torchRef("W7", 0, Number(MIN_REPS)) : null;
   const child = busyChild();
   let loaded: number, tBusy: number | null;
   try {
     loaded = series("busy", BUSY_N);
-    tBusy = TORCH ? torchRef("W7", 1500) : null;
+    tBusy = TORCH ? torchRef("W7", 0, Number(MIN_REPS)) : null;
   } finally {
     child.stop();
   }

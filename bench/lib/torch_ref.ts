@@ -20,11 +20,12 @@ export const TORCH_ENV = {
   OPENBLAS_CORETYPE: "SkylakeX", ATEN_CPU_CAPABILITY: "avx512", MALLOC_MMAP_THRESHOLD_: "4294967296", MALLOC_TRIM_THRESHOLD_: "68719476736",
 };
 
-export function torchRef(id: string, minTimeMs: number): number | null {
+/** Median ms of PyTorch on `id` (at least `minReps` calls when given: the scripts' default is 20). */
+export function torchRef(id: string, minTimeMs: number, minReps?: number): number | null {
   const { script, refId } = reference(id);
   if (!existsSync(script) || !existsSync("/usr/bin/python3")) return null;
   const out = join("/tmp", `loom-ref-${process.pid}.jsonl`);
-  const r = Bun.spawnSync(["/usr/bin/python3", script, "--only", refId, "--min-time", String(minTimeMs / 1e3), "--json-out", out], {
+  const r = Bun.spawnSync(["/usr/bin/python3", script, "--only", refId, "--min-time", String(minTimeMs / 1e3), "--json-out", out, ...(minReps ? ["--min-reps", String(minReps)] : [])], {
     env: { ...process.env, ...TORCH_ENV },
     stdout: "pipe", stderr: "pipe",
   });
