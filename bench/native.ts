@@ -13,7 +13,7 @@
  * Timing (bench/lib/harness.ts, tinybench) follows ref_torch.py: warm-up, then reps until both
  * --min-reps and --min-time are met, median reported. Every timed call returns a realized result (eager ops have
  * run; lazy graphs are eval()'d), so no iteration times a submit alone. Each JSON line also gives,
- * per timed call (warm-up included), the process CPU time (every thread: spinning shows here, and
+ * per timed call (after the warm-up), the process CPU time (every thread: spinning shows here, and
  * unlike wall time it hardly moves with other load on the machine), the plans realized (plan-cache
  * hits + misses), native command buffers submitted and eager native calls, and the process's peak
  * RSS so far (MiB; meaningful for the first workload of a process, e.g. `--only W7u`).
@@ -52,22 +52,30 @@ const ONLY_MODES = cli.opt("--modes", "lazy,eager,js").split(",");
 const modeOn = (key: string) => ONLY_MODES.includes(key);
 const JS_SLOW = new Set(["W1c", "W6", "W7", "W7u", "W9"]);
 
-/** Per-call counters around a measurement (calls counted by wrapping the timed function). */
+/**
+ * Per-call counters around a measurement, from the first call after the warm-up (calls counted by
+ * wrapping the timed function; the first call, e.g. a plan compile, is often far heavier).
+ */
 function counted(fn: () => unknown) {
   let calls = 0;
-  const plans0 = planCacheStats.hits + planCacheStats.misses;
-  const s0 = nb ? { submits: nb.stats.submits, execs: nb.stats.execs } : { submits: 0, execs: 0 };
-  const cpu0 = process.cpuUsage();
+  const snap = () => ({
+    plans: planCacheStats.hits + planCacheStats.misses, submits: nb?.stats.submits ?? 0, execs: nb?.stats.execs ?? 0, cpu: process.cpuUsage(),
+  });
+  let s0 = snap(), n = 0;
   return {
-    fn: () => { calls++; return fn(); },
+    fn: () => {
+      if (calls++ === cli.warmup) { s0 = snap(); n = 0; }
+      n++;
+      return fn();
+    },
     per: () => {
-      const per = (x: number) => +(x / Math.max(calls, 1)).toFixed(2);
-      const cpu = process.cpuUsage(cpu0);
+      const per = (x: number) => +(x / Math.max(n, 1)).toFixed(2);
+      const s = snap(), cpu = process.cpuUsage(s0.cpu);
       return {
         cpu_ms: per((cpu.user + cpu.system) / 1e3),
-        plans: per(planCacheStats.hits + planCacheStats.misses - plans0),
-        submits: per(nb ? nb.stats.submits - s0.submits : 0),
-        execs: per(nb ? nb.stats.execs - s0.execs : 0),
+        plans: per(s.plans - s0.plans),
+        submits: per(s.submits - s0.submits),
+        execs: per(s.execs - s0.execs),
         peak_rss_mib: +(process.resourceUsage().maxRSS / 1024).toFixed(0),
       };
     },
