@@ -101,7 +101,13 @@ static void mm_tasks(void *vc, int64_t t0, int64_t t1) {
     mat Bs = C->split_n ? shift(B, 0, c0, es) : B;
     int64_t coff = bi * M * N + (C->split_n ? c0 : c0 * N);
     if (direct) {
+      /* a block of a millisecond or more checks whether its thread was descheduled meanwhile
+       * (the pool's own check covers only jobs of many chunks): the oversubscription signal
+       * that makes the pool's waits sleep instead of spin (shim.c) */
+      int timed = 2.0 * m * n * K >= 1e7;
+      loom_span w = timed ? loom_span_start() : (loom_span){0, 0};
       gemm_dt(C->dt, &As, &Bs, m, n, K, 1, 0, o->p + (o->off + coff) * es, N);
+      if (timed) loom_span_check(w);
     } else {
       double *tmp = loom_scratch(SCR_T4, sizeof(double) * (size_t)(m * n > 0 ? m * n : 1));
       gemm_dt(DT_F64, &As, &Bs, m, n, K, 1, 0, (char *)tmp, n);
