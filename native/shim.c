@@ -75,8 +75,8 @@ void loom_set_error(const char *fmt, ...) {
  * between two of its clock reads was descheduled while runnable, and so was a thread whose share
  * of a parallel job took PREEMPT_US more wall time than CPU time: more runnable threads than
  * cores, when /proc/loadavg also counts more runnable threads than cores (runnable_now). Every
- * wait then sleeps at once (no spinning) for the next CONTENDED_US, and
- * large products stay in this pool instead of OpenBLAS's static split (see loom_pool_contended).
+ * wait then sleeps at once (no spinning) for the next CONTENDED_US. (Large products are split
+ * in this pool too, matmul.c: no other pool, e.g. OpenBLAS's threads, ever shares the cores.)
  */
 #include <time.h>
 static inline double now_us(void) {
@@ -87,7 +87,7 @@ static inline double now_us(void) {
 enum { PREEMPT_US = 1000, CONTENDED_US = 250000 };
 static atomic_llong contended_until; /* µs (now_us); spinning is off before then */
 static atomic_llong preemptions;     /* descheduled spins seen (loom_counters) */
-static atomic_int pool_parked; /* idle workers sleep at once (the executor is idle, or OpenBLAS threads work) */
+static atomic_int pool_parked; /* idle workers sleep at once (the executor is idle) */
 
 /** 1 while the machine looks oversubscribed (a spinning thread of ours was descheduled recently). */
 int loom_pool_contended(void) {
@@ -204,6 +204,7 @@ static void run_chunks(void) {
 
 static void *worker_main(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "loom-worker"); /* tests count the pool's threads by name */
   long seen = 0;
   in_task = 1;
   for (;;) {
@@ -428,6 +429,7 @@ static atomic_long q_seq; /* bumped by every submit: the idle executor spins on 
 
 static void *executor_main(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "loom-exec");
   for (;;) {
     pthread_mutex_lock(&q_mu);
     if (!q_head) {

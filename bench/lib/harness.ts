@@ -20,10 +20,13 @@ export const cli = {
   minReps: (dflt: number) => Number(opt("--min-reps", String(dflt))),
   warmup: Number(opt("--warmup", "2")),
   flag: (name: string) => args.includes(name),
+  /** The value after `name`, or `dflt`. */
+  opt,
 };
 
+/** Whether --only selects `id`: a prefix of it not followed by a digit (W1 selects W1a–c, not W10a). */
 export function selected(id: string): boolean {
-  return !cli.only.length || cli.only.some((o) => id.startsWith(o));
+  return !cli.only.length || cli.only.some((o) => id.startsWith(o) && !/[0-9]/.test(id.charAt(o.length)));
 }
 
 /** Median ms of `fn` (+ `sync`) and the number of timed iterations. */

@@ -1,20 +1,34 @@
 /**
  * The PyTorch reference for one workload, measured in the same session: runs
- * shared/bench/ref_torch.py with Debian's /usr/bin/python3 and the configuration its README
- * prescribes (OpenBLAS AVX-512 core type, glibc malloc thresholds), and returns the median ms.
- * Returns null when torch or the script is not available.
+ * shared/bench/ref_torch.py (W10's small ops: bench/ref_torch_small.py, beside this folder) with
+ * Debian's /usr/bin/python3 and the configuration shared/bench/README.md prescribes (OpenBLAS
+ * AVX-512 core type, glibc malloc thresholds, 2 threads), and returns the median ms. W7u's
+ * reference is ref_torch.py's W7 (the same model and step). Returns null when torch or the
+ * script is not available.
  */
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 
-export function torchRef(id: string, minTimeMs: number): number | null {
-  const script = resolve(import.meta.dir, "../../../shared/bench/ref_torch.py");
+/** The script and its workload id for a Loom workload id. */
+function reference(id: string): { script: string; refId: string } {
+  if (id.startsWith("W10")) return { script: resolve(import.meta.dir, "../ref_torch_small.py"), refId: id };
+  return { script: resolve(import.meta.dir, "../../../shared/bench/ref_torch.py"), refId: id === "W7u" ? "W7" : id };
+}
+
+/** The environment both reference scripts run in (shared/bench/README.md). */
+export const TORCH_ENV = {
+  OPENBLAS_CORETYPE: "SkylakeX", ATEN_CPU_CAPABILITY: "avx512", MALLOC_MMAP_THRESHOLD_: "4294967296", MALLOC_TRIM_THRESHOLD_: "68719476736",
+};
+
+/** Median ms of PyTorch on `id` (at least `minReps` calls when given: the scripts' default is 20). */
+export function torchRef(id: string, minTimeMs: number, minReps?: number): number | null {
+  const { script, refId } = reference(id);
   if (!existsSync(script) || !existsSync("/usr/bin/python3")) return null;
   const out = join("/tmp", `loom-ref-${process.pid}.jsonl`);
-  const r = Bun.spawnSync(["/usr/bin/python3", script, "--only", id, "--min-time", String(minTimeMs / 1e3), "--json-out", out], {
-    env: { ...process.env, OPENBLAS_CORETYPE: "SkylakeX", ATEN_CPU_CAPABILITY: "avx512", MALLOC_MMAP_THRESHOLD_: "4294967296", MALLOC_TRIM_THRESHOLD_: "68719476736" },
+  const r = Bun.spawnSync(["/usr/bin/python3", script, "--only", refId, "--min-time", String(minTimeMs / 1e3), "--json-out", out, ...(minReps ? ["--min-reps", String(minReps)] : [])], {
+    env: { ...process.env, ...TORCH_ENV },
     stdout: "pipe", stderr: "pipe",
   });
-  const line = r.stdout.toString().split("\n").find((l) => l.startsWith(`{"id": "${id}"`));
+  const line = r.stdout.toString().split("\n").find((l) => l.startsWith(`{"id": "${refId}"`));
   return line ? (JSON.parse(line).ms as number) : null;
 }

@@ -1,9 +1,10 @@
 /**
- * W1–W9 of shared/bench/README.md, written once for every device: `place` moves the inputs to
- * the benchmarked device and `done` returns a realized result once the device has finished.
- * Each workload is `make(lazy)` -> a function timed per iteration.
+ * W1–W10 and W7u of shared/bench/README.md, written once for every device: `place` moves the
+ * inputs to the benchmarked device and `done` returns a realized result once the device has
+ * finished. Each workload is `make(lazy)` -> a function timed per iteration.
  */
 import * as loom from "../../src/index.ts";
+import { with_execution_mode } from "../../src/nn/execution.ts";
 
 export type T = loom.Tensor | loom.LazyTensor;
 
@@ -158,5 +159,61 @@ export function workloads(env: BenchEnv): Workload[] {
       const { model } = charGpt();
       return () => loom.no_grad(() => done(gptForward(model, lazy)));
     }, () => ""],
+    ["W7u", "char-GPT LoRA step, user code", (lazy) => {
+      const { step } = userGptStep(G, lazy);
+      return () => done(step().loss);
+    }, (ms) => `${(BATCH * CTX / ms * 1e3).toFixed(0)} tok/s`],
+    // W10: small ops, the result read on the host every call (dataSync)
+    ["W10a", "small lora linear [8,64] r8", (lazy) => {
+      loom.manual_seed(0);
+      const x = G(loom.randn([8, 64])), W = G(loom.randn([64, 64]).mul(0.1)), A = G(loom.randn([8, 64]).mul(0.1)), B = G(loom.randn([64, 8]).mul(0.1));
+      return () => host(loom.lora_linear(L(x, lazy), L(W, lazy), L(A, lazy), L(B, lazy), 2) as T);
+    }, (ms) => `${(ms * 1e3).toFixed(2)} µs/call`],
+    ["W10b", "small softmax [8,64]", (lazy) => {
+      loom.manual_seed(0);
+      const x = G(loom.randn([8, 64]));
+      return () => host(loom.softmax(L(x, lazy), -1) as T);
+    }, (ms) => `${(ms * 1e3).toFixed(2)} µs/call`],
+    ["W10c", "small rmsnorm [8,64]", (lazy) => {
+      loom.manual_seed(0);
+      const x = G(loom.randn([8, 64])), w = G(loom.randn([64]));
+      return () => host(loom.rms_norm(L(x, lazy), [64], L(w, lazy), 1e-5) as T);
+    }, (ms) => `${(ms * 1e3).toFixed(2)} µs/call`],
   ];
+}
+
+/** The values on the host (a lazy result is realized first): what a caller reading a small result pays. */
+function host(y: T): Float64Array {
+  return (y.isLazy ? (y as loom.LazyTensor).eval() : (y as loom.Tensor)).dataSync();
+}
+
+/**
+ * W7u: the W7 model and step as a user writes them with the project's own modules
+ * (models.GPT2LMHeadModel, PEFT-style LoRA via lora.get_peft_model, optim.AdamW), run in the
+ * execution mode `lazy` selects (Module.forward records and realizes per call, or runs op by
+ * op). GELU is the erf form, as the PyTorch reference's F.gelu; dropout 0. One `step()` is the
+ * user's loop body: forward with targets, zero_grad, backward, step, loss.item().
+ */
+export function userGptStep(place: (t: loom.Tensor) => loom.Tensor, lazy: boolean) {
+  loom.manual_seed(0);
+  const config = new loom.models.GPT2Config({
+    vocab_size: V, n_positions: CTX, n_embd: D, n_layer: NL, n_head: NH,
+    resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0, activation_function: "gelu",
+  });
+  const model = new loom.models.GPT2LMHeadModel(config);
+  loom.lora.get_peft_model(model, new loom.lora.LoraConfig({
+    r: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM",
+  }));
+  const params = model.parameters().filter((p) => p.requires_grad);
+  const opt = new loom.optim.AdamW(params, { lr: 1e-3 });
+  const x = place(loom.randint(0, V, [BATCH, CTX])), y = place(loom.randint(0, V, [BATCH, CTX]));
+  model.train();
+  const step = () => with_execution_mode(lazy ? "lazy" : "eager", () => {
+    const { loss } = model.call(x, { targets: y });
+    opt.zero_grad();
+    loss!.backward();
+    opt.step();
+    return { loss: loss!, value: loss!.item() };
+  });
+  return { model, params, step };
 }

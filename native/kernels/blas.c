@@ -21,14 +21,15 @@ typedef void (*sgemm_t)(int, int, int, int, int, int, float, const float *, int,
 typedef void (*dgemm_t)(int, int, int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
 static sgemm_t p_sgemm;
 static dgemm_t p_dgemm;
+static void (*p_omp_set_num_threads)(int);
+/* this thread has set its OpenMP thread count to 1 (see blas_open) */
+static _Thread_local int omp_single;
 /* -1 not loaded yet, 0 absent, 1 loaded. Workers of the first multithreaded product ask at the
  * same time: the library is loaded once (pthread_once) and the state published last, with
  * release order, so no worker sees "absent" or a half-set function table while another loads
  * it (one product would mix the built-in GEMM and OpenBLAS: results that differ run to run). */
 static int blas_state = -1;
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void (*p_set_threads)(int);
-static int blas_threads = 1;
 static char blas_name[256];
 
 static int blas_open(void);
@@ -42,8 +43,17 @@ static int blas_open(void) {
   if (!ct) ct = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
   if (ct) setenv("OPENBLAS_CORETYPE", ct, 1);
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  /* OpenBLAS's own threads (used only for one large product at a time, see loom_blas_threads)
-   * go to sleep at once afterwards instead of spinning against Loom's pool */
+  /* Loom calls OpenBLAS single-threaded from its own pool only. Should anything still call it
+   * threaded (another library sharing the process), the OpenMP build's libgomp threads must sleep
+   * after the call instead of spinning against Loom's pool: OMP_WAIT_POLICY (read when libgomp
+   * loads, i.e. by the dlopen below); OPENBLAS_THREAD_TIMEOUT is the pthread build's equivalent. */
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  /* The OpenMP build takes its thread count from omp_get_max_threads() of the CALLING thread, and
+   * openblas_set_num_threads(1) sets only the loading thread's OpenMP value: every other pool
+   * thread called a 2-thread OpenBLAS, which started a libgomp team per worker (spinning against
+   * the pool) and gave bits that depended on which thread ran which block. OMP_NUM_THREADS is
+   * every thread's initial value; loom_gemm_* also set it per thread (libgomp loaded earlier). */
+  setenv("OMP_NUM_THREADS", "1", 1);
   if (!getenv("OPENBLAS_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
   const char *cands[] = {want, "libopenblas.so.0", "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
                          "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0", "libopenblas.so", NULL};
@@ -56,7 +66,7 @@ static int blas_open(void) {
     void (*set_threads)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
     if (!p_sgemm || !p_dgemm) { dlclose(h); continue; }
     if (set_threads) set_threads(1);
-    p_set_threads = set_threads;
+    p_omp_set_num_threads = (void (*)(int))dlsym(h, "omp_set_num_threads"); /* OpenMP build only */
     snprintf(blas_name, sizeof blas_name, "%s (OPENBLAS_CORETYPE=%s)", cands[i], ct ? ct : "auto");
     return 1;
   }
@@ -66,20 +76,15 @@ static int blas_open(void) {
 /** 1 when OpenBLAS is in use. Loads it on first call (once; concurrent callers wait for it). */
 int loom_blas_available(void) {
   int s = __atomic_load_n(&blas_state, __ATOMIC_ACQUIRE);
-  if (s >= 0) return s;
-  pthread_once(&blas_once, blas_load);
-  return __atomic_load_n(&blas_state, __ATOMIC_ACQUIRE);
-}
-
-/**
- * Threads OpenBLAS may use for the next calls (1 everywhere but in `matmul_into`'s large single
- * products, where OpenBLAS's 2-D split with shared packing beats splitting columns ourselves).
- * Returns whether OpenBLAS can thread at all.
- */
-int loom_blas_threads(int n) {
-  if (!loom_blas_available() || !p_set_threads) return 0;
-  if (n != blas_threads) { p_set_threads(n); blas_threads = n; }
-  return 1;
+  if (s < 0) {
+    pthread_once(&blas_once, blas_load);
+    s = __atomic_load_n(&blas_state, __ATOMIC_ACQUIRE);
+  }
+  if (s == 1 && !omp_single) {
+    if (p_omp_set_num_threads) p_omp_set_num_threads(1);
+    omp_single = 1;
+  }
+  return s;
 }
 
 /** The loaded BLAS library ("" when the built-in GEMM is used). */

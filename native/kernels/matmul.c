@@ -61,6 +61,13 @@ static mat shift(mat m, int64_t row0, int64_t col0, int es) {
   return m;
 }
 
+/*
+ * Threading: every product is cut into blocks of C by mm_setup from its shape and the pool's
+ * thread count alone (never from timing or load), and each block is one single-threaded GEMM
+ * call on a Loom pool thread: OpenBLAS never starts threads of its own, so no second pool spins
+ * against Loom's. Column (or row) blocks give the same bits as one call: each element's K loop,
+ * and OpenBLAS's K blocking, are the same.
+ */
 typedef struct {
   const tdesc *a, *b, *o;
   int64_t M, N, K, nbatch, chunks, csize;
@@ -94,7 +101,13 @@ static void mm_tasks(void *vc, int64_t t0, int64_t t1) {
     mat Bs = C->split_n ? shift(B, 0, c0, es) : B;
     int64_t coff = bi * M * N + (C->split_n ? c0 : c0 * N);
     if (direct) {
+      /* a block of a millisecond or more checks whether its thread was descheduled meanwhile
+       * (the pool's own check covers only jobs of many chunks): the oversubscription signal
+       * that makes the pool's waits sleep instead of spin (shim.c) */
+      int timed = 2.0 * m * n * K >= 1e7;
+      loom_span w = timed ? loom_span_start() : (loom_span){0, 0};
       gemm_dt(C->dt, &As, &Bs, m, n, K, 1, 0, o->p + (o->off + coff) * es, N);
+      if (timed) loom_span_check(w);
     } else {
       double *tmp = loom_scratch(SCR_T4, sizeof(double) * (size_t)(m * n > 0 ? m * n : 1));
       gemm_dt(DT_F64, &As, &Bs, m, n, K, 1, 0, (char *)tmp, n);
@@ -131,9 +144,13 @@ static void mm_setup(mm_ctx *C, const tdesc *a, const tdesc *b, const tdesc *o, 
   C->split_n = C->N >= C->M;
   int64_t len = C->split_n ? C->N : C->M;
   C->chunks = 1;
+  /* one block per thread: as fast as OpenBLAS's own 2-thread split on [512]², [1024]² and
+   * 64×4096×4096 (2 blocks per thread were up to 5% slower: each block packs all of A again) */
   if (nbatch_sched < nt && flops * nbatch_sched > 4e6) C->chunks = (nt + nbatch_sched - 1) / nbatch_sched;
   C->csize = (len + C->chunks - 1) / C->chunks;
-  if (C->chunks > 1 && C->csize >= 16) C->csize = (C->csize + 15) / 16 * 16; /* keep SIMD-width column blocks */
+  /* blocks of whole SIMD/micro-kernel widths: OpenBLAS's row-major N is its column-major M,
+   * packed and computed in panels of 16 (SkylakeX/Haswell sgemm unroll) */
+  if (C->chunks > 1 && C->csize >= 16) C->csize = (C->csize + 15) / 16 * 16;
   if (C->csize < 1) C->csize = 1;
   C->chunks = (len + C->csize - 1) / C->csize;
 }
@@ -142,10 +159,6 @@ void matmul_entry(const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch
   mm_ctx C;
   mm_setup(&C, a, b, o, nbatch);
   if (C.nbatch == 0 || C.M == 0 || C.N == 0) return;
-  if (nbatch == 1 && 2.0 * C.M * C.N * C.K >= 1e8) { /* matmul_into makes this one (threaded) GEMM call */
-    C.chunks = 1;
-    C.csize = C.split_n ? C.N : C.M;
-  }
   mm_tasks(&C, 0, C.nbatch * C.chunks);
 }
 
@@ -154,24 +167,6 @@ int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o) {
   mm_setup(&C, a, b, o, -1);
   if (C.nbatch == 0 || C.M == 0 || C.N == 0) return 0;
   double flops = 2.0 * C.M * C.N * C.K;
-  int nt = loom_nthreads();
-  if (C.nbatch == 1 && flops >= 1e8 && nt > 1 && o->dt == C.dt && !loom_pool_contended() && loom_blas_threads(nt)) {
-    /* one large product: OpenBLAS threads it itself (2-D split, packed panels shared) while
-     * Loom's workers sleep; the same single GEMM call as a serial run, so the same bits.
-     * Not when the machine is oversubscribed: OpenBLAS's split is static, so one descheduled
-     * thread stalls the product; Loom's pool hands a preempted worker's blocks to the others
-     * (column blocks give the same bits as one call: each element's K loop is the same). */
-    loom_pool_park(1);
-    int es = dt_size(C.dt);
-    mat A = as_mat(a, a->off, C.M, C.K, a->st[a->nd - 2], a->st[a->nd - 1], C.dt, SCR_T2);
-    mat B = as_mat(b, b->off, C.K, C.N, b->st[b->nd - 2], b->st[b->nd - 1], C.dt, SCR_T3);
-    loom_span w = loom_span_start();
-    gemm_dt(C.dt, &A, &B, C.M, C.N, C.K, 1, 0, o->p + o->off * es, C.N);
-    loom_span_check(w);
-    loom_blas_threads(1);
-    loom_pool_park(0);
-    return 0;
-  }
   int64_t tasks = C.nbatch * C.chunks;
   loom_parallel_for(tasks, flops < 4e6 ? (int64_t)(4e6 / (flops + 1)) + 1 : 1, mm_tasks, &C);
   return 0;
