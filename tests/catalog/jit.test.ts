@@ -1,0 +1,243 @@
+/**
+ * Generated native kernels (src/backends/native/jit.ts): every supported op and a set of real
+ * programs against a float64 reference of their decomposition (the js backend on float64 inputs,
+ * rounded once to float32), within JIT_CONTRACT, on inputs that stress it (large/small/negative
+ * values, NaN/±inf, sizes off the vector width and across tiles, broadcast, transposed and sliced
+ * inputs, an output written over its input); the disk cache round trip (a second process
+ * compiles nothing); a failed compile runs the exact kernel; tolerance "exact" never selects them.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as loom from "../../src/index.ts";
+import { JIT_CONTRACT, jitEnabled, jitStats } from "../../src/backends/native/jit.ts";
+import { set_default_backend } from "../../src/lazy/device.ts";
+import { NATIVE } from "../native/helpers.ts";
+
+type T = loom.Tensor;
+type Fn = (...xs: any[]) => any;
+
+const CACHE = mkdtempSync(join(tmpdir(), "loom-jit-test-"));
+process.env.LOOM_CACHE_DIR = CACHE; // a fresh kernel cache: compiles are counted from zero
+const ENABLED = NATIVE !== null && jitEnabled();
+if (NATIVE && !ENABLED) console.warn("[skip] generated kernels: no C compiler (or LOOM_JIT=0)");
+
+/** Values that stress a float program: zeros of both signs, tiny/huge, overflow edges, NaN, ±inf, halves. */
+const SPECIAL = [0, -0, 1e-30, -1e-30, 1e30, -1e30, 88.5, -88.5, 104, -104, NaN, Infinity, -Infinity, 0.5, 2.5, -2.5, 1, -1, 3e-39];
+
+/** n float32 values: SPECIAL first, then normals at scales 1e-3..30. */
+function stress(n: number, seed: number, reversed = false): T {
+  loom.manual_seed(seed);
+  const r = loom.randn([n]).dataSync();
+  const v = new Float32Array(n);
+  for (let i = 0; i < n; i++) v[i] = i < SPECIAL.length ? SPECIAL[i]! : r[i]! * [1, 10, 1e-3, 30][i % 4]!;
+  return loom.tensor(reversed ? v.reverse() : v);
+}
+
+/** |y − ref| ≤ atol + rtol·|ref| elementwise; NaN where ref is NaN, same infinity where ref is infinite. */
+function expectWithinContract(y: ArrayLike<number>, ref: ArrayLike<number>, what: string): void {
+  const { atol, rtol } = JIT_CONTRACT as { atol: number; rtol: number };
+  expect(y.length).toBe(ref.length);
+  for (let i = 0; i < ref.length; i++) {
+    const a = y[i]!, r = ref[i]!;
+    const ok = Number.isNaN(r) ? Number.isNaN(a) : !Number.isFinite(r) ? a === r : Math.abs(a - r) <= atol + rtol * Math.abs(r);
+    if (!ok) throw new Error(`${what}: element ${i}: got ${a}, float64 reference ${r} (contract atol ${atol}, rtol ${rtol})`);
+  }
+}
+
+/** The decomposition in float64 on the js backend, rounded once to float32. */
+function reference(fn: Fn, xs: readonly T[]): Float32Array {
+  const prev = set_default_backend("js");
+  try {
+    const y = fn(...xs.map((x) => (x.dtype === "float32" ? x.to("float64") : x))) as T;
+    return Float32Array.from(y.dataSync() as ArrayLike<number>);
+  } finally {
+    set_default_backend(prev as "js" | "native");
+  }
+}
+
+/** Run fn lazily on native; the plan must use `impl`; the values must meet the contract. */
+function check(name: string, fn: Fn, xs: readonly T[], impl: string, opts: Partial<loom.CompilerOptions> = {}): void {
+  const y = loom.with_compiler_options(opts, () => fn(...xs.map((x) => x.lazy())));
+  const plan = loom.with_compiler_options(opts, () => y.plan());
+  const impls = plan.instructions.map((i: { impl: string }) => i.impl);
+  if (!impls.includes(impl)) throw new Error(`${name}: expected ${impl} in the plan, got ${impls.join(", ")}\n${plan.explain()}`);
+  const got = loom.with_compiler_options(opts, () => y.eval() as T).dataSync();
+  expectWithinContract(got as ArrayLike<number>, reference(fn, xs), name);
+}
+
+const EW = "native.fused_elementwise.jit", RED = "native.fused_reduce.jit";
+
+/**
+ * gelu's decompositions (lazy/surface.ts) with their constants rounded to float32 as the float32
+ * graph holds them, so the float64 reference evaluates the same decomposition.
+ */
+const F = Math.fround;
+const geluErf = (t: any) => t.mul(0.5).mul(t.mul(F(Math.SQRT1_2)).erf().add(1));
+const geluTanh = (t: any) => t.mul(0.5).mul(t.add(t.mul(t).mul(t).mul(F(0.044715))).mul(F(Math.sqrt(2 / Math.PI))).tanh().add(1));
+
+describe.skipIf(!ENABLED)("generated native kernels", () => {
+  let prev = "";
+  beforeAll(() => { prev = set_default_backend("native"); });
+  afterAll(() => {
+    set_default_backend(prev as "js" | "native");
+    rmSync(CACHE, { recursive: true, force: true });
+  });
+
+  // each op after a multiply (a lone op is not a fused program)
+  const UNARY = ["neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "sigmoid", "relu", "erf", "floor", "ceil", "round"];
+  for (const op of UNARY) {
+    test(`${op}: within the contract on stressed values (1031 elements)`, () => {
+      const discontinuous = ["sign", "floor", "ceil", "round"].includes(op);
+      // discontinuous ops read x·1.5 (exact in double and in the reference); the others x·0.75
+      check(op, (x) => (x.mul(discontinuous ? 1.5 : 0.75) as any)[op](), [stress(1031, 1)], EW);
+    });
+  }
+
+  const BINARY: [string, Fn][] = [
+    ["add", (x, y) => x.mul(0.5).add(y)], ["sub", (x, y) => x.mul(0.5).sub(y)], ["mul", (x, y) => x.add(1).mul(y)],
+    ["div", (x, y) => x.add(1).div(y)], ["pow", (x, y) => x.abs().pow(y.mul(0.25))], ["maximum", (x, y) => x.mul(2).maximum(y)],
+    ["minimum", (x, y) => x.mul(2).minimum(y)], ["floor_divide", (x, y) => x.mul(3).floor_divide(y.add(0.5))],
+    ["comparisons and where", (x, y) => x.where(x.mul(2).gt(y).logical_or(x.le(y.neg())), y.mul(x))],
+    ["eq/ne/lt/ge and logical ops", (x, y) => x.add(y).where(x.eq(y).logical_or(x.ne(y).logical_and(x.lt(y))).logical_or(x.ge(1)).logical_not(), y)],
+    ["isnan and cast", (x, y) => x.add(y).isnan().to("float32").mul(y)],
+  ];
+  for (const [name, fn] of BINARY) {
+    test(`${name}: within the contract on stressed values`, () => check(name, fn, [stress(1029, 2), stress(1029, 3, true)], EW));
+  }
+
+  test("gelu(x·a + b), erf and tanh forms, 8200 elements (two tiles plus a tail)", () => {
+    const xs = [stress(8200, 4), stress(8200, 5), stress(8200, 6)];
+    check("gelu erf", (x, a, b) => geluErf(x.mul(a).add(b)), xs, EW);
+    check("gelu tanh", (x, a, b) => geluTanh(x.mul(a).add(b)), xs, EW);
+    // loom.gelu is that program (its constants are float32 in a float32 graph)
+    const [x, a, b] = xs.map((t) => t.lazy());
+    const bitsOf = (t: any) => Array.from(t.eval().dataSync());
+    expect(bitsOf(loom.gelu(x!.mul(a!).add(b!)))).toEqual(bitsOf(geluErf(x!.mul(a!).add(b!))));
+    expect(bitsOf(loom.gelu(x!.mul(a!).add(b!), "tanh"))).toEqual(bitsOf(geluTanh(x!.mul(a!).add(b!))));
+  });
+
+  test("broadcast inputs ([300,1] and [50]) and a transposed input", () => {
+    loom.manual_seed(8);
+    const x = loom.randn([300, 50]), a = loom.randn([50]), b = loom.randn([300, 1]), t = loom.randn([50, 300]);
+    check("broadcast", (x, a, b) => geluErf(x.mul(a).add(b)).sub(x.sigmoid()), [x, a, b], EW);
+    check("transposed", (x, t) => x.mul(t.transpose(0, 1)).tanh().add(x), [x, t], EW);
+  });
+
+  test("sliced and permuted 3-d inputs, odd sizes (1, 7, 13)", () => {
+    loom.manual_seed(9);
+    const x = loom.randn([7, 13, 9]), w = loom.randn([9, 13, 1]);
+    check("3-d", (x, w) => x.narrow(2, 1, 7).mul(w.permute(2, 1, 0).narrow(2, 0, 7)).exp().add(1).log(), [x, w], EW);
+    check("one element", (s) => s.mul(3).exp().add(1), [loom.tensor([0.25])], EW);
+  });
+
+  test("float64 programs are generated too, within the same contract", () => {
+    loom.manual_seed(10);
+    const x = loom.randn([257]).to("float64"), a = loom.randn([257]).to("float64");
+    const y = geluErf(x.lazy().mul(a.lazy()).add(1));
+    expect(y.plan().instructions.map((i: { impl: string }) => i.impl)).toContain(EW);
+    const prev = set_default_backend("js");
+    const ref = geluErf(x.mul(a).add(1)).dataSync();
+    set_default_backend(prev as "js" | "native");
+    expectWithinContract(y.eval().dataSync() as ArrayLike<number>, ref as ArrayLike<number>, "float64 gelu");
+  });
+
+  test("an output written over its input (in-place reuse) reads every element before writing it", () => {
+    loom.manual_seed(11);
+    const x = loom.randn([64, 129]), idx = loom.tensor(Array.from({ length: 129 }, (_, i) => 128 - i), { dtype: "int64" });
+    // index_select (exact copies, not fusable) makes the program's input and output workspace buffers
+    const fn = (x: any, idx: any) => { const c = x.index_select(1, idx); return c.tanh().mul(c).add(c.exp().mul(0.125)).index_select(1, idx); };
+    const y = fn(x.lazy(), idx.lazy());
+    const I = y.plan().instructions.find((i: { impl: string }) => i.impl === EW);
+    expect(I?.inplace).toBe(true);
+    expectWithinContract(y.eval().dataSync() as ArrayLike<number>, reference(fn, [x, idx]), "in place");
+  });
+
+  test("reductions: sum/amax/amin with prologue and epilogue (softmax-style, layer-norm prologue), NaN/inf", () => {
+    loom.manual_seed(12);
+    const v = Float32Array.from(loom.randn([33 * 1025]).dataSync() as ArrayLike<number>, (e) => e * 4);
+    v[5] = NaN; v[1025 * 3 + 7] = Infinity; v[1025 * 4 + 9] = -Infinity;
+    const x = loom.tensor(v).reshape([33, 1025]), off = { patterns: false };
+    check("exp-sum", (x) => x.sub(x.amax(-1, true)).exp().sum(-1).log(), [x], RED, off);
+    check("amax", (x) => x.mul(2).amax(-1).mul(3), [x], RED, off);
+    check("amin", (x) => x.abs().amin(-1), [x], RED, off);
+    const y = loom.randn([40, 3, 257]), w = loom.randn([257]);
+    check("variance", (y, w) => y.sub(y.mean(-1, true)).mul(w).pow(2).mean(-1), [y, w], RED, off);
+    check("sum over dims 0, 2", (y) => y.exp().sum([0, 2]).sqrt(), [y], RED, off);
+  });
+
+  test("column reductions and integer programs are left to the exact kernels", () => {
+    const x = loom.randn([300, 40]);
+    const impls = x.lazy().exp().sum(0).plan().instructions.map((i: { impl: string }) => i.impl);
+    expect(impls).not.toContain(RED);
+    const k = loom.arange(0, 100);
+    expect(k.lazy().mul(3).add(1).plan().instructions.map((i: { impl: string }) => i.impl)).not.toContain(EW);
+  });
+
+  test("a comparison of a transcendental result is refused (it could flip)", () => {
+    const x = loom.randn([100]);
+    const impls = x.lazy().where(x.lazy().exp().gt(1.5), 0).plan().instructions.map((i: { impl: string }) => i.impl);
+    expect(impls).not.toContain(EW);
+  });
+
+  test('tolerance "exact" never selects a generated kernel, and keeps eager bits', () => {
+    loom.manual_seed(13);
+    const x = loom.randn([1000]), a = loom.randn([1000]), b = loom.randn([1000]);
+    loom.with_compiler_options({ tolerance: "exact" }, () => {
+      const y = loom.gelu(x.lazy().mul(a.lazy()).add(b.lazy()));
+      const impls = y.plan().instructions.map((i: { impl: string }) => i.impl);
+      expect(impls.some((s: string) => s.endsWith(".jit"))).toBe(false);
+      expect(Array.from(y.eval().dataSync())).toEqual(Array.from(loom.gelu(x.mul(a).add(b)).dataSync()));
+    });
+  });
+
+  test("one compiler invocation per plan: a plan with several programs compiles once", () => {
+    const before = jitStats.compiles;
+    loom.manual_seed(14);
+    const x = loom.randn([77, 31]);
+    const lx = x.lazy();
+    const y = lx.mul(1.25).tanh().cumsum(-1).mul(0.5).sin().cumsum(0).add(lx).erf();
+    expect(y.plan().instructions.filter((i: { impl: string }) => i.impl === EW).length).toBeGreaterThanOrEqual(2);
+    y.eval().dataSync();
+    expect(jitStats.compiles - before).toBe(1);
+  });
+
+  const child = (env: Record<string, string>, n: number) => {
+    const r = Bun.spawnSync([process.execPath, join(import.meta.dir, "jit_child.ts"), String(n)], { env: { ...process.env, ...env }, stderr: "pipe" });
+    if (!r.success) throw new Error(`child failed: ${r.stderr.toString()}`);
+    return { out: JSON.parse(r.stdout.toString().trim().split("\n").pop()!), stderr: r.stderr.toString() };
+  };
+
+  test("disk cache round trip: a second process loads the library and compiles nothing", () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-jit-cache-"));
+    try {
+      const first = child({ LOOM_CACHE_DIR: dir }, 41).out, second = child({ LOOM_CACHE_DIR: dir }, 41).out;
+      expect(first.impls).toContain(EW);
+      expect(first.stats.compiles).toBe(1);
+      expect(second.stats.compiles).toBe(0);
+      expect(second.stats.diskHits).toBe(1);
+      expect(second.values).toEqual(first.values);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a failed compile prints one message and runs the exact kernel (same bits as exact)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-jit-bad-"));
+    try {
+      // a "compiler" that answers --version but fails every compile
+      const cc = join(dir, "badcc");
+      writeFileSync(cc, "#!/bin/sh\n[ \"$1\" = \"--version\" ] && exit 0\necho 'badcc: cannot compile' >&2\nexit 1\n");
+      chmodSync(cc, 0o755);
+      const r = child({ LOOM_CACHE_DIR: dir, LOOM_JIT_CC: cc }, 43);
+      expect(r.out.stats.failures).toBe(1);
+      expect(r.stderr).toContain("exact kernels run instead");
+      const exact = child({ LOOM_CACHE_DIR: dir, LOOM_JIT: "0" }, 43).out;
+      expect(exact.impls).not.toContain(EW);
+      expect(r.out.values).toEqual(exact.values);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
