@@ -8,15 +8,18 @@
  *         once the library is loaded, before the instruction is submitted)
  *   the function: void f(char *const *P, int64_t begin, int64_t end), P[0] = the output's first
  *   element, P[1 + k] = input k's element at its tensor offset; [begin, end) a range of the
- *   kernel's tasks (tiles of rows for elementwise programs, output elements for reductions)
+ *   kernel's tasks (tiles of rows for elementwise programs, output elements for reductions);
+ *   P[JIT_ALIAS] is non-null when the output shares a buffer with an input (in-place reuse: a
+ *   kernel that reads an input again after storing must then stage its stores)
  * Every task writes only its own output elements, so any split over the pool gives the same bits.
  */
 #include "common.h"
 
 typedef void (*jit_fn)(char *const *P, int64_t begin, int64_t end);
+#define JIT_ALIAS (LOOM_MAXIN + 1)
 typedef struct {
   jit_fn fn;
-  char *ptrs[LOOM_MAXIN + 1];
+  char *ptrs[LOOM_MAXIN + 2];
 } jit_ctx;
 
 static void jit_task(void *c, int64_t b, int64_t e) {
@@ -31,7 +34,11 @@ int k_jit_call(const loom_instr *I) {
   c.fn = (jit_fn)(uintptr_t)a;
   if (!c.fn) { loom_set_error("jit_call: kernel not loaded"); return 1; }
   c.ptrs[0] = I->out.p + I->out.off * dt_size(I->out.dt);
-  for (int i = 0; i < I->nin; i++) c.ptrs[1 + i] = I->in[i].p + I->in[i].off * dt_size(I->in[i].dt);
+  c.ptrs[JIT_ALIAS] = NULL;
+  for (int i = 0; i < I->nin; i++) {
+    c.ptrs[1 + i] = I->in[i].p + I->in[i].off * dt_size(I->in[i].dt);
+    if (I->in[i].p == I->out.p || c.ptrs[1 + i] == c.ptrs[0]) c.ptrs[JIT_ALIAS] = I->out.p;
+  }
   loom_parallel_for((int64_t)I->attr[1], (int64_t)I->attr[2], jit_task, &c);
   return 0;
 }

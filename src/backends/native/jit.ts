@@ -31,6 +31,7 @@ import type { PreparedKernel } from "../backend.ts";
 import type { Application, Contract, Implementation } from "../catalog.ts";
 import type { NativeBackend } from "./backend.ts";
 import { genElementwise, genReduce, unsupported, unsupportedReduce, type Generated } from "./jit_codegen.ts";
+import { FAST_PRELUDE, genElementwiseFast, unsupportedFast } from "./jit_fast.ts";
 
 /**
  * |y − ref| ≤ atol + rtol·|ref|, ref = the decomposition in float64 rounded once to the output
@@ -44,16 +45,27 @@ export const JIT_CONTRACT: Contract = {
   source: "double evaluation, +−·/ and sqrt as the float64 reference, glibc libmvec ≤ 4 ulp (double) for exp/log/log1p/sin/cos/tanh/erf/pow, one rounding to the output dtype",
 };
 
+/**
+ * The fast elementwise kernel's contract (jit_fast.ts): float32 transcendental functions, every
+ * element certified by a running error bound or recomputed in double. torch.testing's float32
+ * tolerance, the default (FLOAT32_TOLERANCE).
+ */
+export const FAST_CONTRACT: Contract = {
+  kind: "bound", atol: 1e-5, rtol: 1.3e-6,
+  source: "glibc libmvec float32 variants ≤ 4 ulp, a per-element running error bound (≤ 9.5e-6 + 1e-6·|v|) or the double kernel's value",
+};
+
 /** Flags: the native build's, plus -fno-trapping-math so floor/ceil/rint vectorize (no FP traps are used). */
 export const JIT_CFLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fopenmp-simd", "-w"];
 
 /** Declarations so `#pragma omp simd` loops call libmvec's SIMD variants (glibc's math.h declares them only with -ffast-math). */
 const PRELUDE = [
+  "#include <stddef.h>",
   "#include <stdint.h>",
   "#define LOOM_SIMD __attribute__((simd(\"notinbranch\")))",
   ...["exp", "log", "log1p", "sin", "cos", "tanh", "erf"].map((f) => `LOOM_SIMD double ${f}(double);`),
   "LOOM_SIMD double pow(double, double);",
-  "",
+  FAST_PRELUDE,
 ].join("\n");
 
 /** Counters for tests and benchmarks. */
@@ -226,6 +238,12 @@ const common = (b: NativeBackend, a: Application): boolean =>
 /** The generated-kernel implementations of the native backend's catalog. */
 export function jitImplementations(b: NativeBackend): Implementation[] {
   return [
+    {
+      id: "native.fused_elementwise.jit_f32", op: "fused_elementwise", contract: FAST_CONTRACT, rank: 40,
+      doc: "generated C per program: float32 libmvec exp/log/tanh/erf/sin/cos, the rest in double, each element certified by a running error bound (else recomputed in double); float32 results with a transcendental, no pow",
+      applies: (a) => common(b, a) && a.dtype === "float32" && unsupportedFast((a.attrs as FusedElementwiseAttrs).program) === null,
+      prepare: (a) => jitKernel(b, a, genElementwiseFast((a.attrs as FusedElementwiseAttrs).program)),
+    },
     {
       id: "native.fused_elementwise.jit", op: "fused_elementwise", contract: JIT_CONTRACT, rank: 50,
       doc: "generated C per program, vectorized, evaluated in double and rounded once (float32/float64 results; no integer ops, no comparison of a transcendental result)",

@@ -31,18 +31,18 @@ import { numel } from "../../tensor/shape.ts";
 /** Elements of the last dim per elementwise task. */
 export const TILE = 8192;
 /** Elements a pool chunk should hold at least (below that the pool's overhead dominates). */
-const CHUNK_ELEMENTS = 32768;
+export const CHUNK_ELEMENTS = 32768;
 /** Most instructions of a program we generate code for (compile time grows with it). */
 export const MAX_JIT_CODE = 512;
 
 /** C type of a loaded element (int64 lives in a double array: src/tensor/dtype.ts). */
-const LOAD_TYPE: Partial<Record<DType, string>> = {
+export const LOAD_TYPE: Partial<Record<DType, string>> = {
   float32: "float", float64: "double", int64: "double", int32: "int32_t", int8: "int8_t", uint8: "uint8_t", bool: "uint8_t",
 };
 const STORE_TYPE: Partial<Record<DType, string>> = { float32: "float", float64: "double" };
 
 /** Ops whose result can differ from the float64 reference by a few double ulps (libmvec). */
-const TRANSCENDENTAL = new Set(["exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "erf", "pow"]);
+export const TRANSCENDENTAL = new Set(["exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "erf", "pow"]);
 /** Ops whose result jumps: an input perturbed by an ulp may change it by much more. */
 const DISCONTINUOUS = new Set([
   "sign", "floor", "ceil", "round", "isnan", "logical_not", "floor_divide", "eq", "ne", "lt", "le", "gt", "ge",
@@ -54,7 +54,7 @@ const BOOLEAN_VALUED = new Set(["isnan", "logical_not", "eq", "ne", "lt", "le", 
 const NAN = "__builtin_nan(\"\")";
 
 /** C expression of one op over operand expressions (the registry's `ref` semantics, in double). */
-function opExpr(op: ElementwiseOp<any>, dtype: DType, [a = "0", b = "0", c = "0"]: readonly string[]): string | null {
+export function opExpr(op: ElementwiseOp<any>, dtype: DType, [a = "0", b = "0", c = "0"]: readonly string[]): string | null {
   switch (op.name) {
     case "neg": return `(-${a})`;
     case "abs": return `__builtin_fabs(${a})`;
@@ -128,10 +128,10 @@ export function unsupported(p: Program, accOk: boolean): string | null {
 }
 
 /** Collapsed index space: dims and, per load, strides (out is dense over `dims`). */
-interface Space { dims: number[]; strides: Map<number, number[]> }
+export interface Space { dims: number[]; strides: Map<number, number[]> }
 
 /** Drop size-1 dims and merge dim i into i+1 where every load is contiguous across them. */
-function collapse(shape: readonly number[], loads: readonly { i: number; strides: readonly number[] }[]): Space {
+export function collapse(shape: readonly number[], loads: readonly { i: number; strides: readonly number[] }[]): Space {
   const keep = shape.map((_, d) => d).filter((d) => shape[d] !== 1);
   const dims: number[] = [];
   const st = loads.map(() => [] as number[]);
@@ -149,10 +149,10 @@ function collapse(shape: readonly number[], loads: readonly { i: number; strides
   return { dims, strides: new Map(loads.map((l, k) => [l.i, st[k]!])) };
 }
 
-const loadsOf = (p: Program) => p.code.flatMap((c, i) => (c.k === "load" ? [{ i, strides: c.strides, c }] : []));
+export const loadsOf = (p: Program) => p.code.flatMap((c, i) => (c.k === "load" ? [{ i, strides: c.strides, c }] : []));
 
 /** Lines computing t<i> for each op of `p` (loads and acc given by `leaf`); returns the result's name. */
-function body(p: Program, leaf: (c: Instr, i: number) => string, lines: string[], indent: string): string {
+export function body(p: Program, leaf: (c: Instr, i: number) => string, lines: string[], indent: string): string {
   p.code.forEach((c, i) => {
     if (c.k !== "op") {
       lines.push(`${indent}const double t${i} = ${leaf(c, i)};`);
@@ -164,7 +164,7 @@ function body(p: Program, leaf: (c: Instr, i: number) => string, lines: string[]
 }
 
 /** `int64_t` index variables of `dims` from flat index `flat` (row-major); names `${v}0...`. */
-function unflatten(dims: readonly number[], flat: string, v: string, lines: string[], indent: string): void {
+export function unflatten(dims: readonly number[], flat: string, v: string, lines: string[], indent: string): void {
   if (dims.length === 0) return;
   if (dims.length === 1) { lines.push(`${indent}const int64_t ${v}0 = ${flat};`); return; }
   lines.push(`${indent}int64_t ${v}q = ${flat};`);
@@ -172,8 +172,8 @@ function unflatten(dims: readonly number[], flat: string, v: string, lines: stri
   lines.push(`${indent}const int64_t ${v}0 = ${v}q;`);
 }
 
-const ptrOf = (l: LoadInstr) => `(const ${LOAD_TYPE[l.dtype]} *)P[${l.input + 1}]`;
-const dot = (v: string, st: readonly number[]) => st.map((s, d) => (s === 0 ? "" : ` + ${v}${d} * ${s}`)).join("");
+export const ptrOf = (l: LoadInstr) => `(const ${LOAD_TYPE[l.dtype]} *)P[${l.input + 1}]`;
+export const dot = (v: string, st: readonly number[]) => st.map((s, d) => (s === 0 ? "" : ` + ${v}${d} * ${s}`)).join("");
 
 /** A generated kernel: its C function (named NAME, replaced once hashed) and how to run it. */
 export interface Generated {
@@ -183,16 +183,25 @@ export interface Generated {
   readonly grain: number;
 }
 
-/** The kernel of a fused_elementwise program (check `unsupported(p, false)` first). */
-export function genElementwise(p: Program): Generated {
+/** The shared head of an elementwise kernel: the tile loop, index arithmetic, load pointers. */
+export interface ElementwiseHead {
+  /** Lines up to (not including) the inner loop, inside `for (t...) {`. */
+  readonly lines: string[];
+  /** Inner-loop expression of each load instruction (by index). */
+  readonly inner: ReadonlyMap<number, string>;
+  readonly tile: number;
+  readonly tasks: number;
+  readonly outT: string;
+}
+
+export function elementwiseHead(p: Program): ElementwiseHead {
   const loads = loadsOf(p);
   const sp = collapse(p.shape, loads);
   if (sp.dims.length === 0) sp.dims.push(1), sp.strides.forEach((s) => s.push(0));
   const nd = sp.dims.length, L = sp.dims[nd - 1]!, outer = sp.dims.slice(0, -1);
   const tile = Math.min(L, TILE), nb = Math.ceil(L / tile);
-  const tasks = numel(outer) * nb;
   const outT = STORE_TYPE[p.code[p.out]!.dtype]!;
-  const lines = ["void NAME(char *const *P, int64_t begin, int64_t end) {", "  for (int64_t t = begin; t < end; t++) {"];
+  const lines: string[] = [];
   lines.push(`    const int64_t r = t / ${nb}, j0 = (t % ${nb}) * ${tile}, j1 = j0 + ${tile} < ${L} ? j0 + ${tile} : ${L};`);
   unflatten(outer, "r", "i", lines, "    ");
   lines.push(`    ${outT} *out = (${outT} *)P[0] + r * ${L};`);
@@ -204,10 +213,17 @@ export function genElementwise(p: Program): Generated {
     if (s === 0) lines.push(`    const double h${l.i} = (double)p${l.i}[0];`);
     inner.set(l.i, s === 0 ? `h${l.i}` : s === 1 ? `(double)p${l.i}[j]` : `(double)p${l.i}[j * ${s}]`);
   }
+  return { lines, inner, tile, tasks: numel(outer) * nb, outT };
+}
+
+/** The kernel of a fused_elementwise program (check `unsupported(p, false)` first). */
+export function genElementwise(p: Program): Generated {
+  const h = elementwiseHead(p);
+  const lines = ["void NAME(char *const *P, int64_t begin, int64_t end) {", "  for (int64_t t = begin; t < end; t++) {", ...h.lines];
   lines.push("#pragma omp simd", "    for (int64_t j = j0; j < j1; j++) {");
-  const res = body(p, (_c, i) => inner.get(i)!, lines, "      ");
-  lines.push(`      out[j] = (${outT})${res};`, "    }", "  }", "}");
-  return { source: lines.join("\n"), tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / tile)) };
+  const res = body(p, (_c, i) => h.inner.get(i)!, lines, "      ");
+  lines.push(`      out[j] = (${h.outT})${res};`, "    }", "  }", "}");
+  return { source: lines.join("\n"), tasks: h.tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / h.tile)) };
 }
 
 /** Why a fused_reduce cannot be generated, or null. */
