@@ -1,22 +1,27 @@
 /**
- * The fast generated elementwise kernel: transcendental functions in float32 (glibc libmvec's
- * 16-lane variants: expf, logf, log1pf, sinf, cosf, tanhf, erff; documented ≤ 4 ulp), the rest
- * in double exactly as jit_codegen.ts, with a running error bound per element that certifies
- * the result, and the double kernel's value for every element it cannot certify.
+ * The fast generated elementwise kernel: the whole program in float32 (16 AVX-512 lanes), its
+ * transcendental functions through glibc libmvec's float32 variants (expf, logf, log1pf, sinf,
+ * cosf, tanhf, erff: ≤ 4 ulp, glibc NEWS 2.22 / manual "Errors in Math Functions"), with a
+ * running error bound per element that certifies the result against the float64 reference, and
+ * the double kernel's value (jit_codegen.ts) for every element it cannot certify.
  *
- * Error bound (first order plus the product term, computed alongside each value):
- * - a value without a transcendental below it equals the float64 reference's: error 0;
- * - a float32 function f at x with error d: its input rounds to float32 (|x|·2^-24 more), so
- *   |f(x') − f(x)| ≤ L·d (L: erf 2/√π, tanh/sin/cos 1; exp: f·(e^d − 1); log: d/(x − d);
- *   log1p: d/(1 + x − d)) plus 4 ulp of the result (2^-21·|f|, and 4 subnormal ulps);
- * - +, −: e_a + e_b; ·: |b|e_a + |a|e_b + e_a·e_b; /, reciprocal, sqrt, rsqrt: the exact
- *   perturbation bounds (infinite where the divisor's interval holds 0); each op adds 2^-52·|t|
- *   for the two roundings; max/min/abs/neg/relu/where pass the error through.
- * An element is certified when e ≤ 9.5e-6 + 1e-6·|v| (NaN fails); after rounding to float32
- * that gives |y − ref| ≤ 1e-5 + 1.3e-6·|ref| (FAST_CONTRACT). Uncertified elements (NaN, ±inf,
- * overflow, cancellation after a transcendental, huge exp arguments) are recomputed in double
- * (jit_codegen.ts's contract, tighter). Tiles are written through a stack buffer, so an output
- * that aliases its input (in-place reuse) is still read intact by the recomputation.
+ * Error bound e of each value (float32, first order plus the product term):
+ * - loads of float32 and small integers are exact; other loads round (|t|·2^-24);
+ * - every op adds its own rounding, |t|·(2^-24 + 2^-53) (the float32 rounding and the
+ *   reference's double one); +, −: e_a + e_b; ·: |b|e_a + |a|e_b + e_a·e_b; /, reciprocal,
+ *   sqrt, rsqrt: the exact perturbation bounds (infinite where the divisor's interval holds 0);
+ *   max/min/abs/neg/relu pass the error through;
+ * - a libmvec function f with input error d: L·d (erf 2/√π; tanh, sin, cos 1; exp: f·(e^d − 1);
+ *   log: d/(x − d); log1p: d/(1 + x − d)) plus 4 ulp of the result (|f|·2^-21);
+ * - a discontinuous op (comparison, floor/ceil/round, sign, logical ops, where's condition) is
+ *   exact when its input interval [t − e, t + e] cannot change the result, else infinite.
+ * An element is certified when its result is finite and e ≤ 9.5e-6 + 1e-6·|v|; the bound's own
+ * float32 arithmetic (a relative 2^-24 per op) and subnormal roundings fit in the slack to
+ * FAST_CONTRACT (|y − ref| ≤ 1e-5 + 1.3e-6·|ref|, torch.testing's float32 tolerance).
+ * Uncertified elements (NaN, ±inf, float32 overflow, cancellation after a transcendental, huge
+ * exp arguments, comparisons too close to call) are recomputed by the double code, whose
+ * contract is tighter. When the output shares a buffer with an input (in-place reuse) a tile is
+ * staged in a stack buffer, so the recomputation still reads intact inputs.
  */
 import type { Program } from "../../graph/passes/program.ts";
 import { MAX_INPUTS } from "./program.ts";
