@@ -25,7 +25,7 @@ const ENABLED = NATIVE !== null && jitEnabled();
 if (NATIVE && !ENABLED) console.warn("[skip] generated kernels: no C compiler (or LOOM_JIT=0)");
 
 /** Values that stress a float program: zeros of both signs, tiny/huge, overflow edges, NaN, ±inf, halves. */
-const SPECIAL = [0, -0, 1e-30, -1e-30, 1e30, -1e30, 88.5, -88.5, 104, -104, NaN, Infinity, -Infinity, 0.5, 2.5, -2.5, 1, -1, 3e-39];
+const SPECIAL = [0, -0, 1e-30, -1e-30, 1e30, -1e30, 88.5, -88.5, 104, -104, NaN, Infinity, -Infinity, 0.5, 2.5, -2.5, 1, -1, 3e-39, 2, -2, 4 / 3, 1 / 3, 89.5];
 
 /** n float32 values: SPECIAL first, then normals at scales 1e-3..30. */
 function stress(n: number, seed: number, reversed = false): T {

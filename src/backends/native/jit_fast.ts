@@ -110,8 +110,8 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
     const [a = "0", b = "0", cc = "0"] = args;
     const [ea, eb, ec] = c.args.map((x) => err[x] ?? null);
     const A = ea ?? "0.0f", B = eb ?? "0.0f";
-    const push = (e: string | null) => {
-      lines.push(`${ind}const float ${t} = ${opExprF(name, c.dtype === "bool", args)!};`);
+    const push = (e: string | null, value = opExprF(name, c.dtype === "bool", args)!) => {
+      lines.push(`${ind}const float ${t} = ${value};`);
       if (e) lines.push(`${ind}const float e${i} = ${e};`);
       err[i] = e ? `e${i}` : null;
     };
@@ -126,35 +126,40 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       case "mul": return push([ea && `${abs(b)} * ${ea}`, eb && `${abs(a)} * ${eb}`, ea && eb && `${ea} * ${eb}`, rnd].filter(Boolean).join(" + "));
       case "div": return push(`(${abs(b)} > ${B} ? (${A} + ${abs(t)} * ${B}) / (${abs(b)} - ${B}) : ${INF}) + ${rnd}`);
       case "reciprocal": return push(`(${abs(a)} > ${A} ? ${abs(t)} * ${A} / (${abs(a)} - ${A}) : ${INF}) + ${rnd}`);
-      case "sqrt": return push(`${ea ? `__builtin_fminf(__builtin_sqrtf(${ea}), ${ea} / ${t}) + ` : ""}${rnd}`);
+      // the input's interval must not reach below 0 (the reference would be NaN)
+      case "sqrt": return push(ea ? `(${a} >= ${ea} ? __builtin_fminf(__builtin_sqrtf(${ea}), ${ea} / ${t}) : ${INF}) + ${rnd}` : rnd);
       case "rsqrt": {
-        lines.push(`${ind}const float q${i} = __builtin_sqrtf(${a});`, `${ind}const float eq${i} = ${ea ? `__builtin_fminf(__builtin_sqrtf(${ea}), ${ea} / q${i}) + ` : ""}q${i} * ${RND};`);
+        lines.push(`${ind}const float q${i} = __builtin_sqrtf(${a});`, `${ind}const float eq${i} = ${ea ? `(${a} >= ${ea} ? __builtin_fminf(__builtin_sqrtf(${ea}), ${ea} / q${i}) : ${INF}) + ` : ""}q${i} * ${RND};`);
         return push(`(q${i} > eq${i} ? ${abs(t)} * eq${i} / (q${i} - eq${i}) : ${INF}) + ${rnd}`);
       }
-      case "maximum": case "minimum": return push(ea || eb ? `__builtin_fmaxf(${A}, ${B})` : null);
+      // e_a + e_b bounds max(e_a, e_b) and keeps a NaN bound NaN (fmaxf would drop it)
+      case "maximum": case "minimum": return push(ea || eb ? `${A} + ${B}` : null);
       case "where": {
         const pick = ea || eb || ec ? `((${a} != 0 && ${a} == ${a}) ? ${B} : ${ec ?? "0.0f"})` : null;
         return push(ea ? `${sure(a, ea)} + ${pick ?? "0.0f"}` : pick);
       }
       case "sign": case "logical_not": return push(sure(a, ea));
       case "logical_and": case "logical_or": return push(ea || eb ? [sure(a, ea), sure(b, eb)].filter(Boolean).join(" + ") : null);
-      case "isnan": return push(ea ? `(${ea} <= ${INF} ? 0.0f : ${INF})` : null); // a finite bound: the reference is not NaN either
+      case "isnan": return push(ea ? `(${ea} < ${INF} ? 0.0f : ${INF})` : null); // a finite bound: the reference is not NaN either
       case "eq": case "ne": case "lt": case "le": case "gt": case "ge":
-        return push(ea || eb ? `((${abs(`${a} - ${b}`)} > ${[ea, eb].filter(Boolean).join(" + ")}) ? 0.0f : ${INF})` : null);
+        // |a − b| is itself rounded: shrink it by more than that rounding before comparing
+        return push(ea || eb ? `((${abs(`${a} - ${b}`)} * (1.0f - 0x1p-22f) > ${[ea, eb].filter(Boolean).join(" + ")}) ? 0.0f : ${INF})` : null);
       case "floor": case "ceil": case "round": {
         const f = name === "floor" ? "__builtin_floorf" : name === "ceil" ? "__builtin_ceilf" : "__builtin_rintf";
-        return push(ea ? `(${f}(${a} - ${ea}) == ${f}(${a} + ${ea}) ? 0.0f : ${INF})` : null);
+        // t ± e are rounded too: widen the interval by more than that rounding
+        return push(ea ? `(${f}(${a} - (${ea} + ${abs(a)} * 0x1p-22f)) == ${f}(${a} + (${ea} + ${abs(a)} * 0x1p-22f)) ? 0.0f : ${INF})` : null);
       }
       case "floor_divide": {
         lines.push(`${ind}const float q${i} = ${a} / ${b};`);
         lines.push(`${ind}const float eq${i} = (${abs(b)} > ${B} ? (${A} + ${abs(`q${i}`)} * ${B}) / (${abs(b)} - ${B}) : ${INF}) + ${abs(`q${i}`)} * ${RND};`);
-        return push(`(__builtin_floorf(q${i} - eq${i}) == __builtin_floorf(q${i} + eq${i}) ? 0.0f : ${INF})`);
+        return push(`(__builtin_floorf(q${i} - (eq${i} + ${abs(`q${i}`)} * 0x1p-22f)) == __builtin_floorf(q${i} + (eq${i} + ${abs(`q${i}`)} * 0x1p-22f)) ? 0.0f : ${INF})`);
       }
       case "sigmoid": {
         // 1 / (1 + expf(-a)): the exponential's bound, then the quotient's
         lines.push(`${ind}const float s${i} = expf(-${a});`);
         lines.push(`${ind}const float es${i} = s${i} * (${A} < 1e-3f ? ${A} * 1.001f : ${INF}) + ${abs(`s${i}`)} * 0x1p-21f;`);
-        return push(`(1.0f + s${i} > es${i} ? ${t} * es${i} / (1.0f + s${i} - es${i}) : ${INF}) + ${rnd}`);
+        lines.push(`${ind}const float u${i} = 1.0f + s${i}, eu${i} = es${i} + u${i} * ${RND};`); // 1 + s rounds too
+        return push(`(u${i} > eu${i} ? ${t} * eu${i} / (u${i} - eu${i}) : ${INF}) + ${rnd}`, `1.0f / u${i}`);
       }
       default: {
         // a float32 libmvec function: its input's error through the function (Lipschitz or local), plus 4 ulp
