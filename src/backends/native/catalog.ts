@@ -3,7 +3,8 @@
  * kernel (`NativeBackend.prepare`: the shim's op-by-op kernels, the same bits as eager) and the
  * faster implementations with an error bound, each in its own file:
  * - rows.ts: float32 row kernels for fused_softmax, fused_rms_norm, fused_layer_norm (bounded)
- * - jit.ts: generated C per fused elementwise/reduce program (`native.fused_*.jit`)
+ * - jit.ts: generated C per fused elementwise/reduce program (`native.fused_elementwise.jit_f32`,
+ *   `native.fused_elementwise.jit`, `native.fused_reduce.jit`)
  */
 import { FUSED_OPS, OPS, type FusedOpName, type OpName } from "../../graph/registry.ts";
 import type { Application, Implementation } from "../catalog.ts";

@@ -3,8 +3,14 @@
  * compiler into a shared library, loaded with bun:ffi's dlopen, and run by the shim's `jit_call`
  * instruction (native/kernels/jit.c) on Loom's pool, in the plan's command buffer.
  *
- * Catalog entries (backends/catalog.ts): `native.fused_elementwise.jit` and
- * `native.fused_reduce.jit`, contract JIT_CONTRACT (see jit_codegen.ts for the derivation).
+ * Catalog entries (backends/catalog.ts), each with its contract against the float64 reference:
+ * - `native.fused_elementwise.jit_f32` (rank 40): float32 evaluation, libmvec float32 functions,
+ *   a per-element running error bound, uncertified elements recomputed in double (jit_fast.ts);
+ *   FAST_CONTRACT = torch.testing's float32 tolerance (atol 1e-5, rtol 1.3e-6), the default;
+ * - `native.fused_elementwise.jit` and `native.fused_reduce.jit` (rank 50): double evaluation,
+ *   +−·/ and sqrt exactly as the reference, libmvec double functions (jit_codegen.ts);
+ *   JIT_CONTRACT (atol 1e-9, rtol 2.4e-7: one float32 ulp and margin).
+ * The exact kernels (rank 100) stay the only choice under tolerance "exact".
  *
  * Compiling: `prepare` only generates the source; the first run of any generated kernel compiles
  * every source still pending in ONE compiler invocation (a plan's prepares all come before its
