@@ -58,8 +58,9 @@ function reference(fn: Fn, xs: readonly T[]): Float32Array {
   }
 }
 
-const EW = "native.fused_elementwise.jit", FAST = "native.fused_elementwise.jit_f32", RED = "native.fused_reduce.jit";
-const CONTRACTS: Record<string, Contract> = { [EW]: JIT_CONTRACT, [FAST]: FAST_CONTRACT, [RED]: JIT_CONTRACT };
+const EW = "native.fused_elementwise.jit", FAST = "native.fused_elementwise.jit_f32";
+const RED = "native.fused_reduce.jit", RED_FAST = "native.fused_reduce.jit_f32";
+const CONTRACTS: Record<string, Contract> = { [EW]: JIT_CONTRACT, [FAST]: FAST_CONTRACT, [RED]: JIT_CONTRACT, [RED_FAST]: FAST_CONTRACT };
 /** The library's default tolerance (the suite's preload sets "exact"): admits every generated kernel. */
 const DEFAULT = { tolerance: FLOAT32_TOLERANCE };
 /** A tolerance that admits the double kernels but not the float32 one (its contract is looser). */
@@ -76,6 +77,7 @@ function check(name: string, fn: Fn, xs: readonly T[], impls: readonly string[],
   const used = plan.instructions.map((i: { impl: string }) => i.impl).filter((id: string) => id in CONTRACTS);
   if (used.length === 0 || !used.every((id: string) => impls.includes(id))) throw new Error(`${name}: expected ${impls.join(" or ")} in the plan, got ${used.join(", ") || "none"}\n${plan.explain()}`);
   const got = loom.with_compiler_options(opts, () => y.eval() as T).dataSync();
+  expect(jitStats.failures).toBe(0); // a compile error would fall back to exact kernels silently
   // several generated kernels in a row (amax then sum): the loosest contract (the tests' programs do not amplify)
   const cs: { atol: number; rtol: number }[] = used.map((id: string) => CONTRACTS[id] as { atol: number; rtol: number });
   const c: Contract = { kind: "bound", atol: Math.max(...cs.map((k) => k.atol)), rtol: Math.max(...cs.map((k) => k.rtol)), source: "" };
@@ -181,17 +183,21 @@ describe.skipIf(!ENABLED)("generated native kernels", () => {
     }
   });
 
-  test("reductions: sum/amax/amin with prologue and epilogue (softmax-style, layer-norm prologue), NaN/inf", () => {
+  test("reductions: sum/amax/amin with prologue and epilogue (softmax-style, layer-norm prologue), NaN/inf, both kernels", () => {
     loom.manual_seed(12);
     const v = Float32Array.from(loom.randn([33 * 1025]).dataSync() as ArrayLike<number>, (e) => e * 4);
     v[5] = NaN; v[1025 * 3 + 7] = Infinity; v[1025 * 4 + 9] = -Infinity;
     const x = loom.tensor(v).reshape([33, 1025]), off = { patterns: false };
-    check("exp-sum", (x) => x.sub(x.amax(-1, true)).exp().sum(-1).log(), [x], [RED], off);
-    check("amax", (x) => x.mul(2).amax(-1).mul(3), [x], [RED], off);
-    check("amin", (x) => x.abs().amin(-1), [x], [RED], off);
-    const y = loom.randn([40, 3, 257]), w = loom.randn([257]);
-    check("variance", (y, w) => y.sub(y.mean(-1, true)).mul(w).pow(2).mean(-1), [y, w], [RED], off);
-    check("sum over dims 0, 2", (y) => y.exp().sum([0, 2]).sqrt(), [y], [RED], off);
+    for (const [opts, ids] of [[{}, [RED, RED_FAST]], [TIGHT, [RED]]] as const) {
+      check("exp-sum", (x) => x.sub(x.amax(-1, true)).exp().sum(-1).log(), [x], ids, { ...off, ...opts });
+      check("amax", (x) => x.mul(2).amax(-1).mul(3), [x], ids, { ...off, ...opts });
+      check("amin", (x) => x.abs().amin(-1), [x], ids, { ...off, ...opts });
+      check("amax of tanh", (x) => x.mul(0.25).tanh().amax(-1), [x], ids, { ...off, ...opts });
+      const y = loom.randn([40, 3, 257]), w = loom.randn([257]);
+      check("variance", (y, w) => y.sub(y.mean(-1, true)).mul(w).pow(2).mean(-1), [y, w], ids, { ...off, ...opts });
+      check("sum over dims 0, 2", (y) => y.exp().sum([0, 2]).sqrt(), [y], ids, { ...off, ...opts });
+      check("logsumexp-style epilogue", (y) => y.mul(3).exp().sum(-1).log().sub(y.narrow(2, 0, 1).squeeze(-1)), [y], ids, { ...off, ...opts });
+    }
   });
 
   test("column reductions and integer programs are left to the exact kernels", () => {

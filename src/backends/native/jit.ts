@@ -7,6 +7,8 @@
  * - `native.fused_elementwise.jit_f32` (rank 40): float32 evaluation, libmvec float32 functions,
  *   a per-element running error bound, uncertified elements recomputed in double (jit_fast.ts);
  *   FAST_CONTRACT = torch.testing's float32 tolerance (atol 1e-5, rtol 1.3e-6), the default;
+ * - `native.fused_reduce.jit_f32` (rank 40): the same for a reduction's prologue (and epilogue),
+ *   folded in double with the bounds, each output certified or recomputed in double;
  * - `native.fused_elementwise.jit` and `native.fused_reduce.jit` (rank 50): double evaluation,
  *   +−·/ and sqrt exactly as the reference, libmvec double functions (jit_codegen.ts);
  *   JIT_CONTRACT (atol 1e-9, rtol 2.4e-7: one float32 ulp and margin).
@@ -37,7 +39,7 @@ import type { PreparedKernel } from "../backend.ts";
 import type { Application, Contract, Implementation } from "../catalog.ts";
 import type { NativeBackend } from "./backend.ts";
 import { genElementwise, genReduce, unsupported, unsupportedReduce, type Generated } from "./jit_codegen.ts";
-import { FAST_PRELUDE, genElementwiseFast, unsupportedFast } from "./jit_fast.ts";
+import { FAST_PRELUDE, genElementwiseFast, genReduceFast, unsupportedFast, unsupportedReduceFast } from "./jit_fast.ts";
 
 /**
  * |y − ref| ≤ atol + rtol·|ref|, ref = the decomposition in float64 rounded once to the output
@@ -157,7 +159,7 @@ function entryFor(g: Generated): Entry {
   let e = entries.get(hash);
   if (e) return e;
   const name = `loom_jit_${hash}`;
-  e = { hash, name, source: g.source.replace("void NAME(", `void ${name}(`), slot: new Float64Array(1), state: "pending" };
+  e = { hash, name, source: g.source.replaceAll("NAME", name), slot: new Float64Array(1), state: "pending" };
   entries.set(hash, e);
   const dir = jitCacheDir();
   const index = join(dir, `p-${hash}`);
@@ -255,6 +257,12 @@ export function jitImplementations(b: NativeBackend): Implementation[] {
       doc: "generated C per program, vectorized, evaluated in double and rounded once (float32/float64 results; no integer ops, no comparison of a transcendental result)",
       applies: (a) => common(b, a) && unsupported((a.attrs as FusedElementwiseAttrs).program, false) === null,
       prepare: (a) => jitKernel(b, a, genElementwise((a.attrs as FusedElementwiseAttrs).program)),
+    },
+    {
+      id: "native.fused_reduce.jit_f32", op: "fused_reduce", contract: FAST_CONTRACT, rank: 40,
+      doc: "generated C per reduction: a float32 prologue with libmvec float32 functions and its error bound, folded in double lanes, each output certified (else recomputed in double); float32 results with a transcendental prologue",
+      applies: (a) => common(b, a) && a.dtype === "float32" && unsupportedReduceFast(a.attrs as FusedReduceAttrs) === null,
+      prepare: (a) => jitKernel(b, a, genReduceFast(a.attrs as FusedReduceAttrs)),
     },
     {
       id: "native.fused_reduce.jit", op: "fused_reduce", contract: JIT_CONTRACT, rank: 50,

@@ -39,7 +39,7 @@ export const MAX_JIT_CODE = 512;
 export const LOAD_TYPE: Partial<Record<DType, string>> = {
   float32: "float", float64: "double", int64: "double", int32: "int32_t", int8: "int8_t", uint8: "uint8_t", bool: "uint8_t",
 };
-const STORE_TYPE: Partial<Record<DType, string>> = { float32: "float", float64: "double" };
+export const STORE_TYPE: Partial<Record<DType, string>> = { float32: "float", float64: "double" };
 
 /** Ops whose result can differ from the float64 reference by a few double ulps (libmvec). */
 export const TRANSCENDENTAL = new Set(["exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "erf", "pow"]);
@@ -237,10 +237,10 @@ export function unsupportedReduce(a: FusedReduceAttrs): string | null {
   return null;
 }
 
-interface ReduceSpace { kept: Space; red: Space }
+export interface ReduceSpace { kept: Space; red: Space }
 
 /** Kept and reduced dims of the prologue, each collapsed; null when a load is strided along the fold. */
-function reduceSpace(a: FusedReduceAttrs): ReduceSpace | null {
+export function reduceSpace(a: FusedReduceAttrs): ReduceSpace | null {
   const p = a.prologue, nd = p.shape.length;
   const dims = new Set(a.dim.map((d) => (d < 0 ? d + nd : d)));
   const keptD = p.shape.map((_, d) => d).filter((d) => !dims.has(d));

@@ -23,9 +23,14 @@
  * contract is tighter. When the output shares a buffer with an input (in-place reuse) a tile is
  * staged in a stack buffer, so the recomputation still reads intact inputs.
  */
-import type { Program } from "../../graph/passes/program.ts";
+import type { FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
+import type { LoadInstr, Program } from "../../graph/passes/program.ts";
+import { numel } from "../../tensor/shape.ts";
 import { MAX_INPUTS } from "./program.ts";
-import { body, CHUNK_ELEMENTS, elementwiseHead, TRANSCENDENTAL, unsupported, type Generated } from "./jit_codegen.ts";
+import {
+  body, CHUNK_ELEMENTS, dot, elementwiseHead, genReduce, LOAD_TYPE, loadsOf, ptrOf, reduceSpace, TRANSCENDENTAL, unflatten,
+  unsupported, unsupportedReduce, type Generated,
+} from "./jit_codegen.ts";
 
 /** Certification threshold: error bound e must be ≤ FAST_ATOL + FAST_RTOL·|v| (see the file comment). */
 const FAST_ATOL = "9.5e-6f", FAST_RTOL = "1e-6f";
@@ -94,15 +99,16 @@ function opExprF(name: string, bool: boolean, [a = "0", b = "0", c = "0"]: reado
  * a relative 2^-24 per op, which the certification threshold's slack covers). Loads of float32
  * and small integers are exact (no e).
  */
-function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind: string): { v: string; e: string | null } {
+function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind: string, leafErr: (i: number) => string | null = () => null): { v: string; e: string | null } {
   const err: (string | null)[] = [];
   p.code.forEach((c, i) => {
     const t = `t${i}`;
     if (c.k !== "op") {
       lines.push(`${ind}const float ${t} = (float)${leaf(i)};`);
       const exact = c.k === "load" && ["float32", "int8", "uint8", "bool"].includes(c.dtype);
-      err[i] = exact ? null : `e${i}`;
-      if (!exact) lines.push(`${ind}const float e${i} = ${abs(t)} * ${RND};`);
+      const extra = leafErr(i);
+      err[i] = exact && !extra ? null : `e${i}`;
+      if (err[i]) lines.push(`${ind}const float e${i} = ${[extra, exact ? null : `${abs(t)} * ${RND}`].filter(Boolean).join(" + ")};`);
       return;
     }
     const name = c.op.name;
@@ -198,4 +204,74 @@ export function genElementwiseFast(p: Program): Generated {
   lines.push(`        dst[j - j0] = (float)${d};`, "      }", "    }");
   lines.push("    if (alias) __builtin_memcpy(out + j0, ob, (size_t)(j1 - j0) * sizeof(float));", "  }", "}");
   return { source: lines.join("\n"), tasks: h.tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / h.tile)) };
+}
+
+/** Why a fused_reduce gets no fast kernel (null: it does): the double kernel's reasons, a float32 result, a transcendental in the prologue, no pow. */
+export function unsupportedReduceFast(a: FusedReduceAttrs): string | null {
+  const why = unsupportedReduce(a);
+  if (why) return why;
+  const e = a.epilogue;
+  if ((e ? e.code[e.out]!.dtype : a.dtype) !== "float32") return "a float64 result";
+  const ops = [a.prologue, ...(e ? [e] : [])].flatMap((p) => p.code.flatMap((c) => (c.k === "op" ? [c.op.name] : [])));
+  if (ops.includes("pow")) return "pow";
+  if (!a.prologue.code.some((c) => c.k === "op" && TRANSCENDENTAL.has(c.op.name))) return "no transcendental function in the prologue (the double kernel is as fast)";
+  return null;
+}
+
+/**
+ * The fast kernel of a fused_reduce (check `unsupportedReduceFast(a)` first): the prologue in
+ * float32 with its error bound (fastBody), folded in double together with the bounds: a sum's
+ * error is Σe + 2n·2^-53·Σ|v| (its own and the reference's summation roundings, in any order),
+ * an amax/amin's the largest e. The epilogue runs in float32 from that, and an output element
+ * whose result is not certified (as the elementwise kernel) is recomputed by the double kernel.
+ */
+export function genReduceFast(a: FusedReduceAttrs): Generated {
+  const { kept, red } = reduceSpace(a)!;
+  const p = a.prologue;
+  const loads = loadsOf(p);
+  const kind = a.reduce.name;
+  const n = numel(red.dims), nOut = numel(kept.dims), rn = red.dims.length, L = red.dims[rn - 1]!, rOuter = red.dims.slice(0, -1);
+  const exact = genReduce(a).source.replace("void NAME(", "static void NAME_d(");
+  const lines = [exact, "", "void NAME(char *const *P, int64_t begin, int64_t end) {", "  for (int64_t o = begin; o < end; o++) {"];
+  unflatten(kept.dims, "o", "k", lines, "    ");
+  for (const l of loads) lines.push(`    const ${LOAD_TYPE[l.c.dtype]} *p${l.i} = ${ptrOf(l.c)} + (${l.c.offset}${dot("k", kept.strides.get(l.i)!)});`);
+  lines.push(`    double acc = ${kind === "sum" ? "0.0" : kind === "amax" ? "-__builtin_inf()" : "__builtin_inf()"}, eacc = 0.0, aacc = 0.0;`, "    int nanf = 0;");
+  lines.push(`    for (int64_t ro = 0; ro < ${numel(rOuter)}; ro++) {`);
+  unflatten(rOuter, "ro", "r", lines, "      ");
+  const inner = new Map<number, string>();
+  for (const l of loads) {
+    const st = red.strides.get(l.i)!;
+    lines.push(`      const ${LOAD_TYPE[l.c.dtype]} *q${l.i} = p${l.i}${dot("r", st.slice(0, -1))};`);
+    inner.set(l.i, st[rn - 1] === 0 ? `(double)q${l.i}[0]` : `(double)q${l.i}[j]`);
+  }
+  lines.push(kind === "sum" ? "#pragma omp simd reduction(+:acc, eacc, aacc)" : `#pragma omp simd reduction(${kind === "amax" ? "max" : "min"}:acc) reduction(max:eacc) reduction(|:nanf)`);
+  lines.push(`      for (int64_t j = 0; j < ${L}; j++) {`);
+  const r = fastBody(p, (i) => inner.get(i)!, lines, "        ");
+  const e = r.e ?? "0.0f";
+  if (kind === "sum") lines.push(`        acc += (double)${r.v};`, `        eacc += (double)${e};`, `        aacc += (double)${abs(r.v)};`);
+  // amax/amin: the result is off by at most the largest e (a NaN value or bound: not certified)
+  else {
+    lines.push(`        acc = ${r.v} ${kind === "amax" ? ">" : "<"} acc ? (double)${r.v} : acc;`);
+    lines.push(`        eacc = (double)${e} > eacc ? (double)${e} : eacc;`, `        nanf |= (${r.v} != ${r.v}) | (${e} != ${e});`);
+  }
+  lines.push("      }", "    }");
+  if (kind === "sum") lines.push(`    eacc += aacc * ${2 * n} * 0x1p-53;`);
+  else lines.push(`    if (nanf) eacc = ${INF};`);
+  if (!a.epilogue) {
+    lines.push(`    const float y = (float)acc;`, `    const float ey = (float)eacc + ${abs("y")} * ${RND};`);
+  } else {
+    const ep = a.epilogue;
+    unflatten(ep.shape, "o", "m", lines, "    "); // "m": e<i> names error bounds here
+    const leaf = (i: number): string => {
+      const c = ep.code[i]!;
+      if (c.k === "acc") return "acc";
+      const l = c as LoadInstr;
+      return `(double)(${ptrOf(l)})[${l.offset}${dot("m", l.strides)}]`;
+    };
+    const er = fastBody(ep, leaf, lines, "    ", (i) => (ep.code[i]!.k === "acc" ? "(float)eacc" : null));
+    lines.push(`    const float y = ${er.v};`, `    const float ey = ${er.e ?? "0.0f"};`);
+  }
+  lines.push(`    if (ey <= ${FAST_ATOL} + ${FAST_RTOL} * ${abs("y")} && ${abs("y")} <= 0x1.fffffep127f) ((float *)P[0])[o] = y;`);
+  lines.push("    else NAME_d(P, o, o + 1); /* not certified: the double kernel's value */", "  }", "}");
+  return { source: lines.join("\n"), tasks: nOut, grain: Math.max(1, Math.ceil(CHUNK_ELEMENTS / Math.max(1, n))) };
 }
