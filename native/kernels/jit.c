@@ -3,10 +3,11 @@
  * own shared library, called here as one instruction of a command buffer, so it stays ordered
  * with the plan's other instructions and runs on Loom's pool.
  *
- *   attrs = [slot, ntasks, grain]
+ *   attrs = [slot, ntasks, grain, params...]
  *   slot: address of a double holding the generated function's address (filled by TypeScript
  *         once the library is loaded, before the instruction is submitted)
- *   the function: void f(char *const *P, int64_t begin, int64_t end), P[0] = the output's first
+ *   the function: void f(char *const *P, const double *A, int64_t begin, int64_t end), A = the
+ *   params (sizes, strides, offsets: one compiled kernel serves every shape), P[0] = the output's first
  *   element, P[1 + k] = input k's element at its tensor offset; [begin, end) a range of the
  *   kernel's tasks (tiles of rows for elementwise programs, output elements for reductions);
  *   P[JIT_ALIAS] is non-null when the output shares a buffer with an input (in-place reuse: a
@@ -15,16 +16,17 @@
  */
 #include "common.h"
 
-typedef void (*jit_fn)(char *const *P, int64_t begin, int64_t end);
+typedef void (*jit_fn)(char *const *P, const double *A, int64_t begin, int64_t end);
 #define JIT_ALIAS (LOOM_MAXIN + 1)
 typedef struct {
   jit_fn fn;
+  const double *params;
   char *ptrs[LOOM_MAXIN + 2];
 } jit_ctx;
 
 static void jit_task(void *c, int64_t b, int64_t e) {
   jit_ctx *x = c;
-  x->fn(x->ptrs, b, e);
+  x->fn(x->ptrs, x->params, b, e);
 }
 
 int k_jit_call(const loom_instr *I) {
@@ -33,6 +35,7 @@ int k_jit_call(const loom_instr *I) {
   jit_ctx c;
   c.fn = (jit_fn)(uintptr_t)a;
   if (!c.fn) { loom_set_error("jit_call: kernel not loaded"); return 1; }
+  c.params = I->attr + 3;
   c.ptrs[0] = I->out.p + I->out.off * dt_size(I->out.dt);
   c.ptrs[JIT_ALIAS] = NULL;
   for (int i = 0; i < I->nin; i++) {

@@ -236,6 +236,18 @@ describe.skipIf(!ENABLED)("generated native kernels", () => {
     expect(jitStats.compiles - before).toBe(1);
   });
 
+  test("shapes are parameters: the same program on other sizes and offsets compiles nothing new", () => {
+    const f = (x: any, a: any) => x.mul(a).tanh().add(x.mul(0.5).erf());
+    loom.manual_seed(15);
+    const big = loom.randn([3000]), a = loom.randn([3000]);
+    check("first size", f, [big.narrow(0, 0, 1000), a.narrow(0, 0, 1000)], [FAST]);
+    const before = jitStats.compiles;
+    for (const [start, n] of [[0, 777], [5, 2993], [100, 64]] as const) {
+      check(`size ${n} at ${start}`, f, [big.narrow(0, start, n), a.narrow(0, start, n)], [FAST]);
+    }
+    expect(jitStats.compiles).toBe(before);
+  });
+
   const child = (env: Record<string, string>, n: number) => {
     const r = Bun.spawnSync([process.execPath, join(import.meta.dir, "jit_child.ts"), String(n)], { env: { ...process.env, ...env }, stderr: "pipe" });
     if (!r.success) throw new Error(`child failed: ${r.stderr.toString()}`);

@@ -230,7 +230,7 @@ const JIT_OP = { kind: "kernel", name: "jit_call" } as unknown as OpDef;
 function jitKernel(b: NativeBackend, a: Application, g: Generated): PreparedKernel {
   const e = entryFor(g);
   const exact = b.prepare(a.op, a.inputs, a.attrs, a.shape, a.dtype);
-  const words = [ptr(e.slot), g.tasks, g.grain];
+  const words = [ptr(e.slot), g.tasks, g.grain, ...g.params];
   const run = b.prepare(JIT_OP, a.inputs, { words }, a.shape, a.dtype);
   return (ins, out) => {
     if (e.state === "pending") compilePending();

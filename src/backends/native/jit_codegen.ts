@@ -164,7 +164,7 @@ export function body(p: Program, leaf: (c: Instr, i: number) => string, lines: s
 }
 
 /** `int64_t` index variables of `dims` from flat index `flat` (row-major); names `${v}0...`. */
-export function unflatten(dims: readonly number[], flat: string, v: string, lines: string[], indent: string): void {
+export function unflatten(dims: readonly (number | string)[], flat: string, v: string, lines: string[], indent: string): void {
   if (dims.length === 0) return;
   if (dims.length === 1) { lines.push(`${indent}const int64_t ${v}0 = ${flat};`); return; }
   lines.push(`${indent}int64_t ${v}q = ${flat};`);
@@ -173,12 +173,43 @@ export function unflatten(dims: readonly number[], flat: string, v: string, line
 }
 
 export const ptrOf = (l: LoadInstr) => `(const ${LOAD_TYPE[l.dtype]} *)P[${l.input + 1}]`;
-export const dot = (v: string, st: readonly number[]) => st.map((s, d) => (s === 0 ? "" : ` + ${v}${d} * ${s}`)).join("");
+/** Σ v<d>·st[d] over the non-zero strides (numbers or parameter names). */
+export const dot = (v: string, st: readonly (number | string)[]) => st.map((s, d) => (s === 0 ? "" : ` + ${v}${d} * ${s}`)).join("");
+
+/**
+ * Runtime parameters of a generated kernel: sizes, strides and offsets are read from A[] (the
+ * jit_call instruction's attributes), so one compiled kernel serves every shape with the same
+ * structure (ops, dtypes, rank after collapsing, which strides are 0 or 1); the source, and so
+ * its cache key, holds no shape.
+ */
+export class Params {
+  readonly values: number[] = [];
+  readonly lines: string[] = [];
+  /** A named int64 parameter with this value (declared at the top of the function). */
+  v(name: string, value: number): string {
+    this.lines.push(`  const int64_t ${name} = (int64_t)A[${this.values.length}];`);
+    this.values.push(value);
+    return name;
+  }
+  /** Strides as parameter names; zeros stay literal (a broadcast is structure). */
+  strides(prefix: string, st: readonly number[]): (string | 0)[] {
+    return st.map((x, d) => (x === 0 ? 0 : this.v(`${prefix}_${d}`, x)));
+  }
+  /** An offset (always a parameter: slices at other offsets share the kernel). */
+  offset(name: string, x: number): string {
+    return this.v(name, x);
+  }
+}
+
+/** The function's first line: P pointers (out, inputs), A parameters, a range of tasks. */
+export const SIGNATURE = "void NAME(char *const *P, const double *A, int64_t begin, int64_t end) {";
 
 /** A generated kernel: its C function (named NAME, replaced once hashed) and how to run it. */
 export interface Generated {
-  /** C text of `void NAME(char *const *P, int64_t begin, int64_t end)`. */
+  /** C text of the function (SIGNATURE; NAME replaced once hashed). */
   readonly source: string;
+  /** Its runtime parameters (A[]). */
+  readonly params: readonly number[];
   readonly tasks: number;
   readonly grain: number;
 }
@@ -194,36 +225,39 @@ export interface ElementwiseHead {
   readonly outT: string;
 }
 
-export function elementwiseHead(p: Program): ElementwiseHead {
+export function elementwiseHead(p: Program, A: Params): ElementwiseHead {
   const loads = loadsOf(p);
   const sp = collapse(p.shape, loads);
   if (sp.dims.length === 0) sp.dims.push(1), sp.strides.forEach((s) => s.push(0));
   const nd = sp.dims.length, L = sp.dims[nd - 1]!, outer = sp.dims.slice(0, -1);
   const tile = Math.min(L, TILE), nb = Math.ceil(L / tile);
   const outT = STORE_TYPE[p.code[p.out]!.dtype]!;
+  A.v("L", L), A.v("TL", tile), A.v("NB", nb);
+  const outerN = outer.map((d, k) => A.v(`D${k}`, d));
   const lines: string[] = [];
-  lines.push(`    const int64_t r = t / ${nb}, j0 = (t % ${nb}) * ${tile}, j1 = j0 + ${tile} < ${L} ? j0 + ${tile} : ${L};`);
-  unflatten(outer, "r", "i", lines, "    ");
-  lines.push(`    ${outT} *out = (${outT} *)P[0] + r * ${L};`);
+  lines.push("    const int64_t r = t / NB, j0 = (t % NB) * TL, j1 = j0 + TL < L ? j0 + TL : L;");
+  unflatten(outerN, "r", "i", lines, "    ");
+  lines.push(`    ${outT} *out = (${outT} *)P[0] + r * L;`);
   const inner = new Map<number, string>();
   for (const l of loads) {
     const st = sp.strides.get(l.i)!;
     const s = st[nd - 1]!;
-    lines.push(`    const ${LOAD_TYPE[l.c.dtype]} *p${l.i} = ${ptrOf(l.c)} + (${l.c.offset}${dot("i", st.slice(0, -1))});`);
+    lines.push(`    const ${LOAD_TYPE[l.c.dtype]} *p${l.i} = ${ptrOf(l.c)} + (${A.offset(`o${l.i}`, l.c.offset)}${dot("i", A.strides(`s${l.i}`, st.slice(0, -1)))});`);
     if (s === 0) lines.push(`    const double h${l.i} = (double)p${l.i}[0];`);
-    inner.set(l.i, s === 0 ? `h${l.i}` : s === 1 ? `(double)p${l.i}[j]` : `(double)p${l.i}[j * ${s}]`);
+    inner.set(l.i, s === 0 ? `h${l.i}` : s === 1 ? `(double)p${l.i}[j]` : `(double)p${l.i}[j * ${A.v(`S${l.i}`, s)}]`);
   }
   return { lines, inner, tile, tasks: numel(outer) * nb, outT };
 }
 
 /** The kernel of a fused_elementwise program (check `unsupported(p, false)` first). */
 export function genElementwise(p: Program): Generated {
-  const h = elementwiseHead(p);
-  const lines = ["void NAME(char *const *P, int64_t begin, int64_t end) {", "  for (int64_t t = begin; t < end; t++) {", ...h.lines];
+  const A = new Params();
+  const h = elementwiseHead(p, A);
+  const lines = [SIGNATURE, ...A.lines, "  for (int64_t t = begin; t < end; t++) {", ...h.lines];
   lines.push("#pragma omp simd", "    for (int64_t j = j0; j < j1; j++) {");
   const res = body(p, (_c, i) => h.inner.get(i)!, lines, "      ");
   lines.push(`      out[j] = (${h.outT})${res};`, "    }", "  }", "}");
-  return { source: lines.join("\n"), tasks: h.tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / h.tile)) };
+  return { source: lines.join("\n"), params: A.values, tasks: h.tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / h.tile)) };
 }
 
 /** Why a fused_reduce cannot be generated, or null. */
@@ -255,48 +289,70 @@ export function reduceSpace(a: FusedReduceAttrs): ReduceSpace | null {
   return { kept, red };
 }
 
-/** The kernel of a fused_reduce (check `unsupportedReduce(a)` first): one task per output element. */
-export function genReduce(a: FusedReduceAttrs): Generated {
+/** The shared parts of a reduction kernel: per output element, per outer reduced index, inner loads. */
+export interface ReduceHead {
+  /** At the start of the `o` loop: kept indices, load base pointers p<i>. */
+  readonly perO: string[];
+  /** At the start of the `ro` loop (outer reduced index < NRO): reduced indices, pointers q<i>. */
+  readonly perRo: string[];
+  /** Inner-loop (j < LR) expression of each prologue load. */
+  readonly inner: ReadonlyMap<number, string>;
+  /** Epilogue load expression (over indices m<d> of the epilogue's shape, unflattened by `epiIndex`). */
+  readonly epiLoad: (l: LoadInstr, i: number) => string;
+  readonly epiIndex: string[];
+  readonly nOut: number;
+  /** Values folded per output element. */
+  readonly n: number;
+}
+
+export function reduceHead(a: FusedReduceAttrs, A: Params): ReduceHead {
   const { kept, red } = reduceSpace(a)!;
-  const p = a.prologue;
-  const loads = loadsOf(p);
-  const kind = a.reduce.name;
-  const outD = a.epilogue ? a.epilogue.code[a.epilogue.out]!.dtype : a.dtype;
-  const outT = STORE_TYPE[outD]!;
-  const nOut = numel(kept.dims), rn = red.dims.length, L = red.dims[rn - 1]!, rOuter = red.dims.slice(0, -1);
-  const lines = ["void NAME(char *const *P, int64_t begin, int64_t end) {", "  for (int64_t o = begin; o < end; o++) {"];
-  unflatten(kept.dims, "o", "k", lines, "    ");
-  for (const l of loads) lines.push(`    const ${LOAD_TYPE[l.c.dtype]} *p${l.i} = ${ptrOf(l.c)} + (${l.c.offset}${dot("k", kept.strides.get(l.i)!)});`);
-  lines.push(`    double acc = ${kind === "sum" ? "0.0" : kind === "amax" ? "-__builtin_inf()" : "__builtin_inf()"};`, "    int nanf = 0;");
-  lines.push(`    for (int64_t ro = 0; ro < ${numel(rOuter)}; ro++) {`);
-  unflatten(rOuter, "ro", "r", lines, "      ");
+  const loads = loadsOf(a.prologue);
+  const rn = red.dims.length, rOuter = red.dims.slice(0, -1);
+  const keptN = kept.dims.map((d, k) => A.v(`K${k}`, d));
+  A.v("LR", red.dims[rn - 1]!), A.v("NRO", numel(rOuter)), A.v("NR", numel(red.dims));
+  const rOuterN = rOuter.map((d, k) => A.v(`R${k}`, d));
+  const perO: string[] = [], perRo: string[] = [];
+  unflatten(keptN, "o", "k", perO, "    ");
+  for (const l of loads) perO.push(`    const ${LOAD_TYPE[l.c.dtype]} *p${l.i} = ${ptrOf(l.c)} + (${A.offset(`o${l.i}`, l.c.offset)}${dot("k", A.strides(`ks${l.i}`, kept.strides.get(l.i)!))});`);
+  unflatten(rOuterN, "ro", "r", perRo, "      ");
   const inner = new Map<number, string>();
   for (const l of loads) {
     const st = red.strides.get(l.i)!;
-    lines.push(`      const ${LOAD_TYPE[l.c.dtype]} *q${l.i} = p${l.i}${dot("r", st.slice(0, -1))};`);
+    perRo.push(`      const ${LOAD_TYPE[l.c.dtype]} *q${l.i} = p${l.i}${dot("r", A.strides(`rs${l.i}`, st.slice(0, -1)))};`);
     inner.set(l.i, st[rn - 1] === 0 ? `(double)q${l.i}[0]` : `(double)q${l.i}[j]`);
   }
+  const epiIndex: string[] = [];
+  const e = a.epilogue;
+  if (e) unflatten(e.shape.map((d, k) => A.v(`E${k}`, d)), "o", "m", epiIndex, "    ");
+  const epiLoad = (l: LoadInstr, i: number) => `(double)(${ptrOf(l)})[${A.offset(`eo${i}`, l.offset)}${dot("m", A.strides(`es${i}`, l.strides))}]`;
+  return { perO, perRo, inner, epiLoad, epiIndex, nOut: numel(kept.dims), n: numel(red.dims) };
+}
+
+/** The kernel of a fused_reduce (check `unsupportedReduce(a)` first): one task per output element. */
+export function genReduce(a: FusedReduceAttrs): Generated {
+  const A = new Params();
+  const h = reduceHead(a, A);
+  const p = a.prologue;
+  const kind = a.reduce.name;
+  const outD = a.epilogue ? a.epilogue.code[a.epilogue.out]!.dtype : a.dtype;
+  const outT = STORE_TYPE[outD]!;
+  const epi: string[] = [];
+  if (a.epilogue) {
+    epi.push(...h.epiIndex);
+    const r = body(a.epilogue, (c, i) => (c.k === "acc" ? "acc" : h.epiLoad(c as LoadInstr, i)), epi, "    ");
+    epi.push(`    ((${outT} *)P[0])[o] = (${outT})${r};`);
+  } else epi.push(`    ((${outT} *)P[0])[o] = (${outT})acc;`);
+  const lines = [SIGNATURE, ...A.lines, "  for (int64_t o = begin; o < end; o++) {", ...h.perO];
+  lines.push(`    double acc = ${kind === "sum" ? "0.0" : kind === "amax" ? "-__builtin_inf()" : "__builtin_inf()"};`, "    int nanf = 0;");
+  lines.push("    for (int64_t ro = 0; ro < NRO; ro++) {", ...h.perRo);
   lines.push(kind === "sum" ? "#pragma omp simd reduction(+:acc)" : `#pragma omp simd reduction(${kind === "amax" ? "max" : "min"}:acc) reduction(|:nanf)`);
-  lines.push(`      for (int64_t j = 0; j < ${L}; j++) {`);
-  const v = body(p, (_c, i) => inner.get(i)!, lines, "        ");
+  lines.push("      for (int64_t j = 0; j < LR; j++) {");
+  const v = body(p, (_c, i) => h.inner.get(i)!, lines, "        ");
   if (kind === "sum") lines.push(`        acc += ${v};`);
   else lines.push(`        acc = ${v} ${kind === "amax" ? ">" : "<"} acc ? ${v} : acc;`, `        nanf |= ${v} != ${v};`);
   lines.push("      }", "    }");
   if (kind !== "sum") lines.push(`    if (nanf) acc = ${NAN};`); // NaN wins, as the ref's nanMax/nanMin
-  if (!a.epilogue) lines.push(`    ((${outT} *)P[0])[o] = (${outT})acc;`);
-  else {
-    const e = a.epilogue;
-    const eloads = loadsOf(e);
-    unflatten(e.shape, "o", "e", lines, "    ");
-    const leaf = (c: Instr): string => {
-      if (c.k === "acc") return "acc";
-      const l = c as LoadInstr;
-      return `(double)(${ptrOf(l)})[${l.offset}${dot("e", l.strides)}]`;
-    };
-    void eloads;
-    const r = body(e, leaf, lines, "    ");
-    lines.push(`    ((${outT} *)P[0])[o] = (${outT})${r};`);
-  }
-  lines.push("  }", "}");
-  return { source: lines.join("\n"), tasks: nOut, grain: Math.max(1, Math.ceil(CHUNK_ELEMENTS / Math.max(1, numel(red.dims)))) };
+  lines.push(...epi, "  }", "}");
+  return { source: lines.join("\n"), params: A.values, tasks: h.nOut, grain: Math.max(1, Math.ceil(CHUNK_ELEMENTS / Math.max(1, h.n))) };
 }

@@ -25,11 +25,10 @@
  */
 import type { FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
 import type { LoadInstr, Program } from "../../graph/passes/program.ts";
-import { numel } from "../../tensor/shape.ts";
 import { MAX_INPUTS } from "./program.ts";
 import {
-  body, CHUNK_ELEMENTS, dot, elementwiseHead, genReduce, LOAD_TYPE, loadsOf, ptrOf, reduceSpace, TRANSCENDENTAL, unflatten,
-  unsupported, unsupportedReduce, type Generated,
+  body, CHUNK_ELEMENTS, elementwiseHead, genReduce, Params, reduceHead, SIGNATURE, TILE, TRANSCENDENTAL, unsupported,
+  unsupportedReduce, type Generated,
 } from "./jit_codegen.ts";
 
 /** Certification threshold: error bound e must be ≤ FAST_ATOL + FAST_RTOL·|v| (see the file comment). */
@@ -184,10 +183,11 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
 
 /** The fast kernel of a fused_elementwise program (check `unsupportedFast(p)` first). */
 export function genElementwiseFast(p: Program): Generated {
-  const h = elementwiseHead(p);
+  const A = new Params();
+  const h = elementwiseHead(p, A);
   const lines = [
-    "void NAME(char *const *P, int64_t begin, int64_t end) {",
-    `  float ob[${h.tile}];`, `  unsigned char fl[${h.tile}];`,
+    SIGNATURE, ...A.lines,
+    `  float ob[${TILE}];`, `  unsigned char fl[${TILE}];`,
     `  const int alias = P[${MAX_INPUTS + 1}] != 0; /* out shares an input's buffer: stage the tile in ob */`,
     "  for (int64_t t = begin; t < end; t++) {", ...h.lines,
     "    float *dst = alias ? ob : out + j0;",
@@ -203,7 +203,7 @@ export function genElementwiseFast(p: Program): Generated {
   const d = body(p, (_c, i) => h.inner.get(i)!, lines, "        ");
   lines.push(`        dst[j - j0] = (float)${d};`, "      }", "    }");
   lines.push("    if (alias) __builtin_memcpy(out + j0, ob, (size_t)(j1 - j0) * sizeof(float));", "  }", "}");
-  return { source: lines.join("\n"), tasks: h.tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / h.tile)) };
+  return { source: lines.join("\n"), params: A.values, tasks: h.tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / h.tile)) };
 }
 
 /** Why a fused_reduce gets no fast kernel (null: it does): the double kernel's reasons, a float32 result, a transcendental in the prologue, no pow. */
@@ -226,27 +226,29 @@ export function unsupportedReduceFast(a: FusedReduceAttrs): string | null {
  * whose result is not certified (as the elementwise kernel) is recomputed by the double kernel.
  */
 export function genReduceFast(a: FusedReduceAttrs): Generated {
-  const { kept, red } = reduceSpace(a)!;
+  const A = new Params();
+  const h = reduceHead(a, A);
   const p = a.prologue;
-  const loads = loadsOf(p);
   const kind = a.reduce.name;
-  const n = numel(red.dims), nOut = numel(kept.dims), rn = red.dims.length, L = red.dims[rn - 1]!, rOuter = red.dims.slice(0, -1);
-  const exact = genReduce(a).source.replace("void NAME(", "static void NAME_d(");
-  const lines = [exact, "", "void NAME(char *const *P, int64_t begin, int64_t end) {", "  for (int64_t o = begin; o < end; o++) {"];
-  unflatten(kept.dims, "o", "k", lines, "    ");
-  for (const l of loads) lines.push(`    const ${LOAD_TYPE[l.c.dtype]} *p${l.i} = ${ptrOf(l.c)} + (${l.c.offset}${dot("k", kept.strides.get(l.i)!)});`);
-  lines.push(`    double acc = ${kind === "sum" ? "0.0" : kind === "amax" ? "-__builtin_inf()" : "__builtin_inf()"}, eacc = 0.0, aacc = 0.0;`, "    int nanf = 0;");
-  lines.push(`    for (int64_t ro = 0; ro < ${numel(rOuter)}; ro++) {`);
-  unflatten(rOuter, "ro", "r", lines, "      ");
-  const inner = new Map<number, string>();
-  for (const l of loads) {
-    const st = red.strides.get(l.i)!;
-    lines.push(`      const ${LOAD_TYPE[l.c.dtype]} *q${l.i} = p${l.i}${dot("r", st.slice(0, -1))};`);
-    inner.set(l.i, st[rn - 1] === 0 ? `(double)q${l.i}[0]` : `(double)q${l.i}[j]`);
+  const epi: string[] = [];
+  if (!a.epilogue) {
+    epi.push(`    const float y = (float)acc;`, `    const float ey = (float)eacc + ${abs("y")} * ${RND};`);
+  } else {
+    const ep = a.epilogue;
+    epi.push(...h.epiIndex);
+    const leaf = (i: number): string => (ep.code[i]!.k === "acc" ? "acc" : h.epiLoad(ep.code[i] as LoadInstr, i));
+    const er = fastBody(ep, leaf, epi, "    ", (i) => (ep.code[i]!.k === "acc" ? "(float)eacc" : null));
+    epi.push(`    const float y = ${er.v};`, `    const float ey = ${er.e ?? "0.0f"};`);
   }
+  // the double kernel, called for outputs the bound does not certify, reads the same A[]
+  const exact = genReduce(a);
+  if (JSON.stringify(exact.params) !== JSON.stringify(A.values)) throw new Error("[jit] internal: fast and double reduction kernels disagree on their parameters");
+  const lines = [exact.source.replace("void NAME(", "static void NAME_d("), "", SIGNATURE, ...A.lines, "  for (int64_t o = begin; o < end; o++) {", ...h.perO];
+  lines.push(`    double acc = ${kind === "sum" ? "0.0" : kind === "amax" ? "-__builtin_inf()" : "__builtin_inf()"}, eacc = 0.0, aacc = 0.0;`, "    int nanf = 0;");
+  lines.push("    for (int64_t ro = 0; ro < NRO; ro++) {", ...h.perRo);
   lines.push(kind === "sum" ? "#pragma omp simd reduction(+:acc, eacc, aacc)" : `#pragma omp simd reduction(${kind === "amax" ? "max" : "min"}:acc) reduction(max:eacc) reduction(|:nanf)`);
-  lines.push(`      for (int64_t j = 0; j < ${L}; j++) {`);
-  const r = fastBody(p, (i) => inner.get(i)!, lines, "        ");
+  lines.push("      for (int64_t j = 0; j < LR; j++) {");
+  const r = fastBody(p, (i) => h.inner.get(i)!, lines, "        ");
   const e = r.e ?? "0.0f";
   if (kind === "sum") lines.push(`        acc += (double)${r.v};`, `        eacc += (double)${e};`, `        aacc += (double)${abs(r.v)};`);
   // amax/amin: the result is off by at most the largest e (a NaN value or bound: not certified)
@@ -255,23 +257,10 @@ export function genReduceFast(a: FusedReduceAttrs): Generated {
     lines.push(`        eacc = (double)${e} > eacc ? (double)${e} : eacc;`, `        nanf |= (${r.v} != ${r.v}) | (${e} != ${e});`);
   }
   lines.push("      }", "    }");
-  if (kind === "sum") lines.push(`    eacc += aacc * ${2 * n} * 0x1p-53;`);
+  if (kind === "sum") lines.push("    eacc += aacc * (double)(2 * NR) * 0x1p-53;");
   else lines.push(`    if (nanf) eacc = ${INF};`);
-  if (!a.epilogue) {
-    lines.push(`    const float y = (float)acc;`, `    const float ey = (float)eacc + ${abs("y")} * ${RND};`);
-  } else {
-    const ep = a.epilogue;
-    unflatten(ep.shape, "o", "m", lines, "    "); // "m": e<i> names error bounds here
-    const leaf = (i: number): string => {
-      const c = ep.code[i]!;
-      if (c.k === "acc") return "acc";
-      const l = c as LoadInstr;
-      return `(double)(${ptrOf(l)})[${l.offset}${dot("m", l.strides)}]`;
-    };
-    const er = fastBody(ep, leaf, lines, "    ", (i) => (ep.code[i]!.k === "acc" ? "(float)eacc" : null));
-    lines.push(`    const float y = ${er.v};`, `    const float ey = ${er.e ?? "0.0f"};`);
-  }
+  lines.push(...epi);
   lines.push(`    if (ey <= ${FAST_ATOL} + ${FAST_RTOL} * ${abs("y")} && ${abs("y")} <= 0x1.fffffep127f) ((float *)P[0])[o] = y;`);
-  lines.push("    else NAME_d(P, o, o + 1); /* not certified: the double kernel's value */", "  }", "}");
-  return { source: lines.join("\n"), tasks: nOut, grain: Math.max(1, Math.ceil(CHUNK_ELEMENTS / Math.max(1, n))) };
+  lines.push("    else NAME_d(P, A, o, o + 1); /* not certified: the double kernel's value */", "  }", "}");
+  return { source: lines.join("\n"), params: A.values, tasks: h.nOut, grain: Math.max(1, Math.ceil(CHUNK_ELEMENTS / Math.max(1, h.n))) };
 }
