@@ -268,6 +268,22 @@ describe.skipIf(!ENABLED)("generated native kernels", () => {
     }
   });
 
+  test("a missing compiler: one message, no generated kernel in the plan, exact values", () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-jit-nocc-"));
+    try {
+      const r = child({ LOOM_CACHE_DIR: dir, LOOM_JIT_CC: join(dir, "no-such-cc") }, 47);
+      expect(r.stderr).toContain("no C compiler");
+      expect(r.stderr.split("generated kernels:").length).toBe(2); // once
+      expect(r.out.impls.some((id: string) => id in CONTRACTS)).toBe(false);
+      expect(r.out.stats.compiles).toBe(0);
+      const exact = child({ LOOM_CACHE_DIR: dir, LOOM_JIT: "0" }, 47);
+      expect(r.out.values).toEqual(exact.out.values);
+      expect(exact.stderr).not.toContain("generated kernels:"); // LOOM_JIT=0 is silent
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a failed compile prints one message and runs the exact kernel (same bits as exact)", () => {
     const dir = mkdtempSync(join(tmpdir(), "loom-jit-bad-"));
     try {

@@ -101,8 +101,16 @@ function haveCompiler(): boolean {
       ok = false;
     }
     probes.set(cc, ok);
+    if (!ok) warnOnce(`no C compiler ('${cc} --version' failed; set CC or LOOM_JIT_CC)`);
   }
   return ok;
+}
+
+let warned = false;
+/** One message per process on stderr: why generated kernels do not run. */
+function warnOnce(msg: string): void {
+  if (!warned) console.error(`[loom] generated kernels: ${msg} — the exact kernels run instead`);
+  warned = true;
 }
 
 /** Whether generated kernels may be used at all (LOOM_JIT=0 turns them off). */
@@ -122,7 +130,6 @@ interface Entry {
 const entries = new Map<string, Entry>();
 let pending: Entry[] = [];
 const libs: unknown[] = []; // dlopen handles, kept for the life of the process
-let warned = false;
 
 function hashOf(text: string): string {
   return createHash("sha256").update(text).update(JIT_CFLAGS.join(" ")).update(compiler()).update(cpus()[0]?.model ?? "").update(process.arch).digest("hex").slice(0, 20);
@@ -182,8 +189,7 @@ function compilePending(): void {
   const fail = (msg: string) => {
     for (const e of es) e.state = "failed";
     jitStats.failures++;
-    if (!warned) console.error(`[loom] generated kernels: ${msg} — the exact kernels run instead`);
-    warned = true;
+    warnOnce(msg);
   };
   const src = PRELUDE + es.map((e) => e.source).join("\n\n") + "\n";
   const unitHash = hashOf(src);
