@@ -61,7 +61,7 @@ function reference(fn: Fn, xs: readonly T[]): Float32Array {
 const EW = "native.fused_elementwise.jit", FAST = "native.fused_elementwise.jit_f32";
 const RED = "native.fused_reduce.jit", RED_FAST = "native.fused_reduce.jit_f32";
 const CONTRACTS: Record<string, Contract> = { [EW]: JIT_CONTRACT, [FAST]: FAST_CONTRACT, [RED]: JIT_CONTRACT, [RED_FAST]: FAST_CONTRACT };
-/** The library's default tolerance (the suite's preload sets "exact"): admits every generated kernel. */
+/** The library's default tolerance (set here: other files may change it): admits every generated kernel. */
 const DEFAULT = { tolerance: FLOAT32_TOLERANCE };
 /** A tolerance that admits the double kernels but not the float32 one (its contract is looser). */
 const TIGHT = { tolerance: { atol: 1e-9, rtol: 2.4e-7 } };

@@ -32,7 +32,6 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, homedir } from "node:os";
 import { join } from "node:path";
-import type { OpDef } from "../../graph/op.ts";
 import type { FusedElementwiseAttrs, FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
 import { isContiguous, numel } from "../../tensor/shape.ts";
 import type { PreparedKernel } from "../backend.ts";
@@ -229,15 +228,11 @@ function compilePending(): void {
   }
 }
 
-/** The shim's instruction for a generated kernel (an op only for the native backend's prepare). */
-const JIT_OP = { kind: "kernel", name: "jit_call" } as unknown as OpDef;
-
 /** A kernel running `g` once compiled, else (compile failed, output not dense) the exact kernel. */
 function jitKernel(b: NativeBackend, a: Application, g: Generated): PreparedKernel {
   const e = entryFor(g);
   const exact = b.prepare(a.op, a.inputs, a.attrs, a.shape, a.dtype);
-  const words = [ptr(e.slot), g.tasks, g.grain, ...g.params];
-  const run = b.prepare(JIT_OP, a.inputs, { words }, a.shape, a.dtype);
+  const run = b.instruction("jit_call", [ptr(e.slot), g.tasks, g.grain, ...g.params]);
   return (ins, out) => {
     if (e.state === "pending") compilePending();
     if (e.state !== "ok" || !isContiguous(out.shape, out.strides)) return exact(ins, out);

@@ -85,8 +85,6 @@ export const ATTR_ENCODERS: { readonly [K in OpName]?: AttrEncoder } & Record<st
   fused_rms_norm: (a: NormAttrs) => [a.dims, a.has_weight ? 1 : 0, 0],
   fused_lora_linear: (a: FusedLoraAttrs) => [a.has_bias ? 1 : 0],
   fused_attention: (a: AttentionAttrs, _i, c) => encodeProgram(a.prologue, c),
-  /** A generated kernel (jit.ts): [slot address, tasks, grain]. */
-  jit_call: (a: { words: readonly number[] }) => [...a.words],
 };
 
 /** The attribute words of a non-view op for these input layouts (elementwise ops: none). */
