@@ -20,7 +20,10 @@
  * - reduction: the prologue's index space permuted to kept dims first, reduced dims last (each
  *   group collapsed); a task is one output element: a `#pragma omp simd reduction` fold over the
  *   innermost reduced dim (8 double lanes), outer reduced dims by index arithmetic, then the
- *   epilogue at that element.
+ *   epilogue at that element (column reductions, strided along the fold, are refused).
+ * Sizes, strides and offsets are runtime parameters (`Params`, the instruction's attributes):
+ * the source holds only the structure (ops, dtypes, collapsed rank, which strides are 0 or 1),
+ * so a program at another size or offset reuses the compiled kernel.
  */
 import type { ElementwiseOp } from "../../graph/op.ts";
 import type { FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
