@@ -42,10 +42,13 @@ import { FAST_PRELUDE, genElementwiseFast, genReduceFast, unsupportedFast, unsup
 
 /**
  * |y − ref| ≤ atol + rtol·|ref|, ref = the decomposition in float64 rounded once to the output
- * dtype. rtol: one float32 ulp (2^-23, y and ref rounded from values a few double ulps apart)
- * plus the same again for libmvec's ≤ 4 double ulps amplified by the program's condition
- * (up to ~2^25). atol: cancellation near zero, where that perturbation is absolute: 4 double
- * ulps of intermediates up to ~10^6. Source: glibc manual, "Errors in Math Functions" (libmvec).
+ * dtype. Without a transcendental function the kernel computes ref's double value exactly, so
+ * y = ref (float64 results) or one rounding away (float32: 2^-23, within rtol). With them:
+ * libmvec's ≤ 4 double ulps, amplified by the program's condition, move the double value; rtol
+ * leaves another float32 ulp for that (condition up to ~2^25) and atol covers cancellation near
+ * zero (4 double ulps of intermediates up to ~10^6) — an assumption about the program, not a
+ * per-element check (jit_fast.ts's kernels check theirs). Source: glibc manual, "Errors in Math
+ * Functions" (libmvec).
  */
 export const JIT_CONTRACT: Contract = {
   kind: "bound", atol: 1e-9, rtol: 2.4e-7,
