@@ -21,6 +21,7 @@ type Fn = (...xs: any[]) => any;
 
 const CACHE = mkdtempSync(join(tmpdir(), "loom-jit-test-"));
 process.env.LOOM_CACHE_DIR = CACHE; // a fresh kernel cache: compiles are counted from zero
+process.env.LOOM_JIT_MIN_ELEMENTS = "0"; // small test tensors get generated kernels too
 const ENABLED = NATIVE !== null && jitEnabled();
 if (NATIVE && !ENABLED) console.warn("[skip] generated kernels: no C compiler (or LOOM_JIT=0)");
 
@@ -206,6 +207,18 @@ describe.skipIf(!ENABLED)("generated native kernels", () => {
     expect(impls).not.toContain(RED);
     const k = loom.arange(0, 100);
     expect(k.lazy().mul(3).add(1).plan().instructions.map((i: { impl: string }) => i.impl)).not.toContain(EW);
+  });
+
+  test("programs under LOOM_JIT_MIN_ELEMENTS elements keep the exact kernel", () => {
+    const x = loom.randn([1000]);
+    process.env.LOOM_JIT_MIN_ELEMENTS = "1001";
+    try {
+      expect(x.lazy().mul(3).tanh().plan().instructions.map((i: { impl: string }) => i.impl)).not.toContain(FAST);
+    } finally {
+      process.env.LOOM_JIT_MIN_ELEMENTS = "0";
+    }
+    // another program (the plan cache keeps the first plan's choice)
+    expect(x.lazy().mul(3).sin().plan().instructions.map((i: { impl: string }) => i.impl)).toContain(FAST);
   });
 
   test("a comparison of a transcendental result is refused (it could flip)", () => {

@@ -23,7 +23,8 @@
  * concurrent processes never load a half-written file). A later process finds every program by
  * its hash and compiles nothing.
  *
- * Never a crash: no compiler, `LOOM_JIT=0`, or a program we cannot generate make `applies` false;
+ * Never a crash: no compiler, `LOOM_JIT=0`, or a program we cannot generate make `applies` false
+ * (so do programs under LOOM_JIT_MIN_ELEMENTS elements, where a compile would not pay);
  * a compile that fails prints one message on stderr and its kernels run the exact kernel instead.
  * `LOOM_JIT_CC` names the compiler (default `CC`, else `cc`).
  */
@@ -243,8 +244,21 @@ function jitKernel(b: NativeBackend, a: Application, g: Generated): PreparedKern
   };
 }
 
+/**
+ * Fewest elements (of the program's index space) for which a generated kernel is used
+ * (`LOOM_JIT_MIN_ELEMENTS`, default 16384): below, the exact kernel is about as fast and a first
+ * compile (~0.1 s) would not pay for itself.
+ */
+function minElements(): number {
+  const v = Number(process.env.LOOM_JIT_MIN_ELEMENTS ?? 16384);
+  return Number.isFinite(v) ? v : 16384;
+}
+
+const spaceOf = (a: Application): readonly number[] =>
+  a.op.name === "fused_reduce" ? (a.attrs as FusedReduceAttrs).prologue.shape : a.shape;
+
 const common = (b: NativeBackend, a: Application): boolean =>
-  b.lib.opcodes.has("jit_call") && jitEnabled() && a.shape.length <= 16 && numel(a.shape) > 0 &&
+  b.lib.opcodes.has("jit_call") && a.shape.length <= 16 && numel(a.shape) > 0 && numel(spaceOf(a)) >= minElements() && jitEnabled() &&
   (a.dtype === "float32" || a.dtype === "float64") && a.inputs.length <= 64 && a.inputs.every((l) => l.shape.length <= 16);
 
 /** The generated-kernel implementations of the native backend's catalog. */
