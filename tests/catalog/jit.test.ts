@@ -19,9 +19,11 @@ import { NATIVE } from "../native/helpers.ts";
 type T = loom.Tensor;
 type Fn = (...xs: any[]) => any;
 
-const CACHE = mkdtempSync(join(tmpdir(), "loom-jit-test-"));
-process.env.LOOM_CACHE_DIR = CACHE; // a fresh kernel cache: compiles are counted from zero
-process.env.LOOM_JIT_MIN_ELEMENTS = "0"; // small test tensors get generated kernels too
+/** Environment for this file's tests, restored afterwards (other files share the process). */
+const ENV = {
+  LOOM_CACHE_DIR: "", // a fresh kernel cache (set in beforeAll): compiles are counted from zero
+  LOOM_JIT_MIN_ELEMENTS: "0", // small test tensors get generated kernels too
+};
 const ENABLED = NATIVE !== null && jitEnabled();
 if (NATIVE && !ENABLED) console.warn("[skip] generated kernels: no C compiler (or LOOM_JIT=0)");
 
@@ -104,11 +106,18 @@ const geluTanh = (t: any) => t.mul(0.5).mul(t.add(t.mul(t).mul(t).mul(F(0.044715
 describe.skipIf(!ENABLED)("generated native kernels", () => {
   let prev = "";
   const tol = loom.get_compiler_options().tolerance;
-  beforeAll(() => { prev = set_default_backend("native"); loom.set_compiler_options(DEFAULT); });
+  const saved: Record<string, string | undefined> = {};
+  beforeAll(() => {
+    prev = set_default_backend("native");
+    loom.set_compiler_options(DEFAULT);
+    ENV.LOOM_CACHE_DIR = mkdtempSync(join(tmpdir(), "loom-jit-test-"));
+    for (const [k, v] of Object.entries(ENV)) { saved[k] = process.env[k]; process.env[k] = v; }
+  });
   afterAll(() => {
     set_default_backend(prev as "js" | "native");
     loom.set_compiler_options({ tolerance: tol });
-    rmSync(CACHE, { recursive: true, force: true });
+    for (const [k, v] of Object.entries(saved)) { if (v === undefined) delete process.env[k]; else process.env[k] = v; }
+    rmSync(ENV.LOOM_CACHE_DIR, { recursive: true, force: true });
   });
 
   // each op after a multiply (a lone op is not a fused program)
