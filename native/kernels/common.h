@@ -178,7 +178,8 @@ enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T
   X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention)
 /* Native-only instructions (no registry op): the optimizer's fused update; catalog variants. */
 #define LOOM_NATIVE_OPS(X) X(adamw, k_adamw) \
-  X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32)
+  X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32) \
+  X(jit_call, k_jit_call)
 
 #define LOOM_ENUM_EW(n) OP_##n,
 #define LOOM_ENUM_K(n, k) OP_##n,
@@ -217,6 +218,8 @@ int k_adamw(const loom_instr *I);
 /* rows_f32.c: the bounded float32 row kernels (catalog implementations, src/backends/native/rows.ts) */
 int k_softmax_f32(const loom_instr *I);
 int k_norm_f32(const loom_instr *I);
+/** A generated kernel (kernels/jit.c). */
+int k_jit_call(const loom_instr *I);
 
 /** Copy src (strided, any dtype) into dst (strided, any dtype) with the js conversions. */
 void copy_strided(const tdesc *dst, const tdesc *src);

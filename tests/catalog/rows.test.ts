@@ -246,7 +246,7 @@ describe.skipIf(!NATIVE)("native float32 row kernels (rows.ts)", () => {
     const f = () => (loom.softmax(x.lazy(), -1) as L).add(loom.rms_norm(x.lazy(), [100], w.lazy())) as L;
     f().eval().dataSync(); // compile once
     const y = f();
-    expect(impls(y)).toEqual(["fused_softmax:native.fused_softmax.f32", "fused_rms_norm:native.fused_rms_norm.f32", "fused_elementwise:native.fused_elementwise.exact"]);
+    expect(impls(y)).toEqual(["fused_softmax:native.fused_softmax.f32", "fused_rms_norm:native.fused_rms_norm.f32", expect.stringMatching(/^fused_elementwise:native\.fused_elementwise\.(exact|jit)$/)]); // jit where it compiles and applies (size)
     const s0 = nb.stats.submits, e0 = nb.stats.execs, c0 = nb.shimCounters().byOp.get("fused_softmax_f32") ?? 0;
     y.eval();
     expect(nb.stats.submits - s0).toBe(1);

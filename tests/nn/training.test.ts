@@ -45,7 +45,7 @@ describe("tiny MLP training", () => {
       expect(losses[7]!).toBeLessThan(losses[0]!);
     });
     test(`${name}: eager, lazy and fully lazy steps give identical losses and weights`, () => {
-      const runs = (["eager", "lazy", "fully_lazy"] as Way[]).map((w) => train(name, w));
+      const runs = (["eager", "lazy", "fully_lazy"] as Way[]).map((w) => loom.with_compiler_options({ tolerance: "exact" }, () => train(name, w))); // eager's bits
       for (const r of runs.slice(1)) {
         expect(r.losses).toEqual(runs[0]!.losses);
         r.params.forEach((p, i) => expect(Array.from(p.dataSync())).toEqual(Array.from(runs[0]!.params[i]!.dataSync())));

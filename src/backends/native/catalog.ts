@@ -3,11 +3,14 @@
  * kernel (`NativeBackend.prepare`: the shim's op-by-op kernels, the same bits as eager) and the
  * faster implementations with an error bound, each in its own file:
  * - rows.ts: float32 row kernels for fused_softmax, fused_rms_norm, fused_layer_norm (bounded)
+ * - jit.ts: generated C per fused elementwise/reduce program (`native.fused_elementwise.jit_f32`,
+ *   `native.fused_elementwise.jit`, `native.fused_reduce.jit`)
  */
 import { FUSED_OPS, OPS, type FusedOpName, type OpName } from "../../graph/registry.ts";
 import type { Application, Implementation } from "../catalog.ts";
 import type { NativeBackend } from "./backend.ts";
 import { rowImplementations } from "./rows.ts";
+import { jitImplementations } from "./jit.ts";
 
 /** Rank of the exact kernels: after every bounded implementation that applies. */
 const EXACT_RANK = 100;
@@ -28,5 +31,6 @@ export function nativeCatalog(b: NativeBackend): ReadonlyMap<string, readonly Im
   for (const name of [...Object.keys(OPS), ...Object.keys(FUSED_OPS)] as (OpName | FusedOpName)[]) m.set(name, [exact(b, name)]);
   const add = (impls: readonly Implementation[]) => { for (const i of impls) m.get(i.op)!.push(i); };
   add(rowImplementations(b));
+  add(jitImplementations(b));
   return m;
 }

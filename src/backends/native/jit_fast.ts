@@ -1,0 +1,266 @@
+/**
+ * The fast generated elementwise kernel: the whole program in float32 (16 AVX-512 lanes), its
+ * transcendental functions through glibc libmvec's float32 variants (expf, logf, log1pf, sinf,
+ * cosf, tanhf, erff: ≤ 4 ulp, glibc NEWS 2.22 / manual "Errors in Math Functions"), with a
+ * running error bound per element that certifies the result against the float64 reference, and
+ * the double kernel's value (jit_codegen.ts) for every element it cannot certify.
+ *
+ * Error bound e of each value (float32, first order plus the product term):
+ * - loads of float32 and small integers are exact; other loads round (|t|·2^-24);
+ * - every op adds its own rounding, |t|·(2^-24 + 2^-53) (the float32 rounding and the
+ *   reference's double one); +, −: e_a + e_b; ·: |b|e_a + |a|e_b + e_a·e_b; /, reciprocal,
+ *   sqrt, rsqrt: the exact perturbation bounds (infinite where the divisor's interval holds 0);
+ *   max/min/abs/neg/relu pass the error through;
+ * - a libmvec function f with input error d: L·d (erf 2/√π; tanh, sin, cos 1; exp: f·(e^d − 1);
+ *   log: d/(x − d); log1p: d/(1 + x − d)) plus 4 ulp of the result (|f|·2^-21);
+ * - a discontinuous op (comparison, floor/ceil/round, sign, logical ops, where's condition) is
+ *   exact when its input interval [t − e, t + e] cannot change the result, else infinite.
+ * An element is certified when its result is finite and e ≤ 9.5e-6 + 1e-6·|v|; the bound's own
+ * float32 arithmetic (a relative 2^-24 per op) and subnormal roundings fit in the slack to
+ * FAST_CONTRACT (|y − ref| ≤ 1e-5 + 1.3e-6·|ref|, torch.testing's float32 tolerance).
+ * Uncertified elements (NaN, ±inf, float32 overflow, cancellation after a transcendental, huge
+ * exp arguments, comparisons too close to call) are recomputed by the double code, whose
+ * contract is tighter. When the output shares a buffer with an input (in-place reuse) a tile is
+ * staged in a stack buffer, so the recomputation still reads intact inputs.
+ */
+import type { FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
+import type { LoadInstr, Program } from "../../graph/passes/program.ts";
+import { MAX_INPUTS } from "./program.ts";
+import {
+  body, CHUNK_ELEMENTS, elementwiseHead, genReduce, Params, reduceHead, SIGNATURE, TILE, TRANSCENDENTAL, unsupported,
+  unsupportedReduce, type Generated,
+} from "./jit_codegen.ts";
+
+/** Certification threshold: error bound e must be ≤ FAST_ATOL + FAST_RTOL·|v| (see the file comment). */
+const FAST_ATOL = "9.5e-6f", FAST_RTOL = "1e-6f";
+
+const FLOAT_FN: Record<string, string> = { exp: "expf", log: "logf", log1p: "log1pf", sin: "sinf", cos: "cosf", tanh: "tanhf", erf: "erff" };
+
+/** Declarations of the float32 SIMD variants (appended to jit.ts's prelude). */
+export const FAST_PRELUDE = Object.values(FLOAT_FN).map((f) => `LOOM_SIMD float ${f}(float);`).join("\n") + "\n";
+
+/** Why `p` gets no fast kernel (null: it does): the double kernel's reasons, float results only, no pow, some transcendental. */
+export function unsupportedFast(p: Program): string | null {
+  const why = unsupported(p, false);
+  if (why) return why;
+  if (p.code[p.out]!.dtype !== "float32") return "a float64 result (the double kernel is as fast and tighter)";
+  const ops = p.code.flatMap((c) => (c.k === "op" ? [c.op.name] : []));
+  if (ops.includes("pow")) return "pow";
+  if (!ops.some((o) => TRANSCENDENTAL.has(o))) return "no transcendental function (the double kernel is exact)";
+  return null;
+}
+
+const abs = (x: string) => `__builtin_fabsf(${x})`;
+const INF = "__builtin_inff()";
+/** One float32 rounding (2^-24) plus the float64 reference's own (2^-53), relative. */
+const RND = "0x1.0001p-24f";
+
+/** Float32 expression of one op (the registry's `ref` semantics); null for ops the fast kernel leaves out. */
+function opExprF(name: string, bool: boolean, [a = "0", b = "0", c = "0"]: readonly string[]): string | null {
+  switch (name) {
+    case "neg": return `(-${a})`;
+    case "abs": return abs(a);
+    case "sign": return `(float)((${a} > 0) - (${a} < 0))`;
+    case "sqrt": return `__builtin_sqrtf(${a})`;
+    case "rsqrt": return `(1.0f / __builtin_sqrtf(${a}))`;
+    case "reciprocal": return `(1.0f / ${a})`;
+    case "relu": return `((${a} > 0 || ${a} != ${a}) ? ${a} : 0.0f)`;
+    case "floor": return `__builtin_floorf(${a})`;
+    case "ceil": return `__builtin_ceilf(${a})`;
+    case "round": return `__builtin_rintf(${a})`;
+    case "isnan": return `(float)(${a} != ${a})`;
+    case "logical_not": return `(float)(${a} == 0)`;
+    case "contiguous": return a;
+    case "cast": return bool ? `(float)(${a} != 0)` : a;
+    case "add": return `(${a} + ${b})`;
+    case "sub": return `(${a} - ${b})`;
+    case "mul": return `(${a} * ${b})`;
+    case "div": return `(${a} / ${b})`;
+    case "floor_divide": return `__builtin_floorf(${a} / ${b})`;
+    case "maximum": return `((${a} != ${a} || ${b} != ${b}) ? __builtin_nanf("") : (${a} > ${b} ? ${a} : ${b}))`;
+    case "minimum": return `((${a} != ${a} || ${b} != ${b}) ? __builtin_nanf("") : (${a} < ${b} ? ${a} : ${b}))`;
+    case "eq": return `(float)(${a} == ${b})`;
+    case "ne": return `(float)(${a} != ${b})`;
+    case "lt": return `(float)(${a} < ${b})`;
+    case "le": return `(float)(${a} <= ${b})`;
+    case "gt": return `(float)(${a} > ${b})`;
+    case "ge": return `(float)(${a} >= ${b})`;
+    case "logical_and": return `(float)(${a} != 0 && ${b} != 0)`;
+    case "logical_or": return `(float)(${a} != 0 || ${b} != 0)`;
+    case "where": return `((${a} != 0 && ${a} == ${a}) ? ${b} : ${c})`;
+    case "sigmoid": return `(1.0f / (1.0f + expf(-${a})))`;
+    default: return FLOAT_FN[name] ? `${FLOAT_FN[name]}(${a})` : null;
+  }
+}
+
+/**
+ * Lines computing, in float32, value t<i> and its error bound e<i> (float32 too: a bound off by
+ * a relative 2^-24 per op, which the certification threshold's slack covers). Loads of float32
+ * and small integers are exact (no e).
+ */
+function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind: string, leafErr: (i: number) => string | null = () => null): { v: string; e: string | null } {
+  const err: (string | null)[] = [];
+  p.code.forEach((c, i) => {
+    const t = `t${i}`;
+    if (c.k !== "op") {
+      lines.push(`${ind}const float ${t} = (float)${leaf(i)};`);
+      const exact = c.k === "load" && ["float32", "int8", "uint8", "bool"].includes(c.dtype);
+      const extra = leafErr(i);
+      err[i] = exact && !extra ? null : `e${i}`;
+      if (err[i]) lines.push(`${ind}const float e${i} = ${[extra, exact ? null : `${abs(t)} * ${RND}`].filter(Boolean).join(" + ")};`);
+      return;
+    }
+    const name = c.op.name;
+    const args = c.args.map((x) => `t${x}`);
+    const [a = "0", b = "0", cc = "0"] = args;
+    const [ea, eb, ec] = c.args.map((x) => err[x] ?? null);
+    const A = ea ?? "0.0f", B = eb ?? "0.0f";
+    const push = (e: string | null, value = opExprF(name, c.dtype === "bool", args)!) => {
+      lines.push(`${ind}const float ${t} = ${value};`);
+      if (e) lines.push(`${ind}const float e${i} = ${e};`);
+      err[i] = e ? `e${i}` : null;
+    };
+    const rnd = `${abs(t)} * ${RND}`;
+    const ulp4 = `${abs(t)} * 0x1p-21f`;
+    /** Certain when the input interval [x − e, x + e] does not reach zero: 0, else infinite. */
+    const sure = (x: string, e: string | null) => (e ? `((${abs(x)} > ${e} || ${e} == 0.0f) ? 0.0f : ${INF})` : null);
+    switch (name) {
+      case "neg": case "abs": case "relu": case "contiguous": return push(ea);
+      case "cast": return push(c.dtype === "bool" ? sure(a, ea) : ea);
+      case "add": case "sub": return push([ea, eb, rnd].filter(Boolean).join(" + "));
+      case "mul": return push([ea && `${abs(b)} * ${ea}`, eb && `${abs(a)} * ${eb}`, ea && eb && `${ea} * ${eb}`, rnd].filter(Boolean).join(" + "));
+      case "div": return push(`(${abs(b)} > ${B} ? (${A} + ${abs(t)} * ${B}) / (${abs(b)} - ${B}) : ${INF}) + ${rnd}`);
+      case "reciprocal": return push(`(${abs(a)} > ${A} ? ${abs(t)} * ${A} / (${abs(a)} - ${A}) : ${INF}) + ${rnd}`);
+      // the input's interval must not reach below 0 (the reference would be NaN)
+      case "sqrt": return push(ea ? `(${a} >= ${ea} ? __builtin_fminf(__builtin_sqrtf(${ea}), ${ea} / ${t}) : ${INF}) + ${rnd}` : rnd);
+      case "rsqrt": {
+        lines.push(`${ind}const float q${i} = __builtin_sqrtf(${a});`, `${ind}const float eq${i} = ${ea ? `(${a} >= ${ea} ? __builtin_fminf(__builtin_sqrtf(${ea}), ${ea} / q${i}) : ${INF}) + ` : ""}q${i} * ${RND};`);
+        return push(`(q${i} > eq${i} ? ${abs(t)} * eq${i} / (q${i} - eq${i}) : ${INF}) + ${rnd}`);
+      }
+      // e_a + e_b bounds max(e_a, e_b) and keeps a NaN bound NaN (fmaxf would drop it)
+      case "maximum": case "minimum": return push(ea || eb ? `${A} + ${B}` : null);
+      case "where": {
+        const pick = ea || eb || ec ? `((${a} != 0 && ${a} == ${a}) ? ${B} : ${ec ?? "0.0f"})` : null;
+        return push(ea ? `${sure(a, ea)} + ${pick ?? "0.0f"}` : pick);
+      }
+      case "sign": case "logical_not": return push(sure(a, ea));
+      case "logical_and": case "logical_or": return push(ea || eb ? [sure(a, ea), sure(b, eb)].filter(Boolean).join(" + ") : null);
+      case "isnan": return push(ea ? `(${ea} < ${INF} ? 0.0f : ${INF})` : null); // a finite bound: the reference is not NaN either
+      case "eq": case "ne": case "lt": case "le": case "gt": case "ge":
+        // |a − b| is itself rounded: shrink it by more than that rounding before comparing
+        return push(ea || eb ? `((${abs(`${a} - ${b}`)} * (1.0f - 0x1p-22f) > ${[ea, eb].filter(Boolean).join(" + ")}) ? 0.0f : ${INF})` : null);
+      case "floor": case "ceil": case "round": {
+        const f = name === "floor" ? "__builtin_floorf" : name === "ceil" ? "__builtin_ceilf" : "__builtin_rintf";
+        // t ± e are rounded too: widen the interval by more than that rounding
+        return push(ea ? `(${f}(${a} - (${ea} + ${abs(a)} * 0x1p-22f)) == ${f}(${a} + (${ea} + ${abs(a)} * 0x1p-22f)) ? 0.0f : ${INF})` : null);
+      }
+      case "floor_divide": {
+        lines.push(`${ind}const float q${i} = ${a} / ${b};`);
+        lines.push(`${ind}const float eq${i} = (${abs(b)} > ${B} ? (${A} + ${abs(`q${i}`)} * ${B}) / (${abs(b)} - ${B}) : ${INF}) + ${abs(`q${i}`)} * ${RND};`);
+        return push(`(__builtin_floorf(q${i} - (eq${i} + ${abs(`q${i}`)} * 0x1p-22f)) == __builtin_floorf(q${i} + (eq${i} + ${abs(`q${i}`)} * 0x1p-22f)) ? 0.0f : ${INF})`);
+      }
+      case "sigmoid": {
+        // 1 / (1 + expf(-a)): the exponential's bound, then the quotient's
+        lines.push(`${ind}const float s${i} = expf(-${a});`);
+        lines.push(`${ind}const float es${i} = s${i} * (${A} < 1e-3f ? ${A} * 1.001f : ${INF}) + ${abs(`s${i}`)} * 0x1p-21f;`);
+        lines.push(`${ind}const float u${i} = 1.0f + s${i}, eu${i} = es${i} + u${i} * ${RND};`); // 1 + s rounds too
+        return push(`(u${i} > eu${i} ? ${t} * eu${i} / (u${i} - eu${i}) : ${INF}) + ${rnd}`, `1.0f / u${i}`);
+      }
+      default: {
+        // a float32 libmvec function: its input's error through the function (Lipschitz or local), plus 4 ulp
+        const prop: Record<string, string> = {
+          exp: `${t} * (${A} < 1e-3f ? ${A} * 1.001f : ${INF})`,
+          log: `(${a} > ${A} ? ${A} / (${a} - ${A}) : ${INF})`,
+          log1p: `(1.0f + ${a} > ${A} ? ${A} / (1.0f + ${a} - ${A}) : ${INF})`,
+          sin: A, cos: A, tanh: A, erf: `1.1283792f * ${A}`,
+        };
+        return push(ea ? `${prop[name]} + ${ulp4}` : ulp4);
+      }
+    }
+  });
+  return { v: `t${p.out}`, e: err[p.out] ?? null };
+}
+
+/** The fast kernel of a fused_elementwise program (check `unsupportedFast(p)` first). */
+export function genElementwiseFast(p: Program): Generated {
+  const A = new Params();
+  const h = elementwiseHead(p, A);
+  const lines = [
+    SIGNATURE, ...A.lines,
+    `  float ob[${TILE}];`, `  unsigned char fl[${TILE}];`,
+    `  const int alias = P[${MAX_INPUTS + 1}] != 0; /* out shares an input's buffer: stage the tile in ob */`,
+    "  for (int64_t t = begin; t < end; t++) {", ...h.lines,
+    "    float *dst = alias ? ob : out + j0;",
+    "    int any = 0;",
+    "#pragma omp simd reduction(|:any)", "    for (int64_t j = j0; j < j1; j++) {",
+  ];
+  const r = fastBody(p, (i) => h.inner.get(i)!, lines, "      ");
+  lines.push(`      dst[j - j0] = ${r.v};`);
+  // a non-finite float32 result is never certified: the reference may be finite (overflow in float32 only)
+  lines.push(`      const int f = !(${r.e ?? "0.0f"} <= ${FAST_ATOL} + ${FAST_RTOL} * ${abs(r.v)} && ${abs(r.v)} <= 0x1.fffffep127f);`, "      fl[j - j0] = (unsigned char)f;", "      any |= f;", "    }");
+  // the double kernel's value for each element the bound does not certify (inputs still intact: out is written below)
+  lines.push("    if (any) {", "      for (int64_t j = j0; j < j1; j++) {", "        if (!fl[j - j0]) continue;");
+  const d = body(p, (_c, i) => h.inner.get(i)!, lines, "        ");
+  lines.push(`        dst[j - j0] = (float)${d};`, "      }", "    }");
+  lines.push("    if (alias) __builtin_memcpy(out + j0, ob, (size_t)(j1 - j0) * sizeof(float));", "  }", "}");
+  return { source: lines.join("\n"), params: A.values, tasks: h.tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / h.tile)) };
+}
+
+/** Why a fused_reduce gets no fast kernel (null: it does): the double kernel's reasons, a float32 result, a transcendental in the prologue, no pow. */
+export function unsupportedReduceFast(a: FusedReduceAttrs): string | null {
+  const why = unsupportedReduce(a);
+  if (why) return why;
+  const e = a.epilogue;
+  if ((e ? e.code[e.out]!.dtype : a.dtype) !== "float32") return "a float64 result";
+  const ops = [a.prologue, ...(e ? [e] : [])].flatMap((p) => p.code.flatMap((c) => (c.k === "op" ? [c.op.name] : [])));
+  if (ops.includes("pow")) return "pow";
+  if (!a.prologue.code.some((c) => c.k === "op" && TRANSCENDENTAL.has(c.op.name))) return "no transcendental function in the prologue (the double kernel is as fast)";
+  return null;
+}
+
+/**
+ * The fast kernel of a fused_reduce (check `unsupportedReduceFast(a)` first): the prologue in
+ * float32 with its error bound (fastBody), folded in double together with the bounds: a sum's
+ * error is Σe + 2n·2^-53·Σ|v| (its own and the reference's summation roundings, in any order),
+ * an amax/amin's the largest e. The epilogue runs in float32 from that, and an output element
+ * whose result is not certified (as the elementwise kernel) is recomputed by the double kernel.
+ */
+export function genReduceFast(a: FusedReduceAttrs): Generated {
+  const A = new Params();
+  const h = reduceHead(a, A);
+  const p = a.prologue;
+  const kind = a.reduce.name;
+  const epi: string[] = [];
+  if (!a.epilogue) {
+    epi.push(`    const float y = (float)acc;`, `    const float ey = (float)eacc + ${abs("y")} * ${RND};`);
+  } else {
+    const ep = a.epilogue;
+    epi.push(...h.epiIndex);
+    const leaf = (i: number): string => (ep.code[i]!.k === "acc" ? "acc" : h.epiLoad(ep.code[i] as LoadInstr, i));
+    const er = fastBody(ep, leaf, epi, "    ", (i) => (ep.code[i]!.k === "acc" ? "(float)eacc" : null));
+    epi.push(`    const float y = ${er.v};`, `    const float ey = ${er.e ?? "0.0f"};`);
+  }
+  // the double kernel, called for outputs the bound does not certify, reads the same A[]
+  const exact = genReduce(a);
+  if (JSON.stringify(exact.params) !== JSON.stringify(A.values)) throw new Error("[jit] internal: fast and double reduction kernels disagree on their parameters");
+  const lines = [exact.source.replace("void NAME(", "static void NAME_d("), "", SIGNATURE, ...A.lines, "  for (int64_t o = begin; o < end; o++) {", ...h.perO];
+  lines.push(`    double acc = ${kind === "sum" ? "0.0" : kind === "amax" ? "-__builtin_inf()" : "__builtin_inf()"}, eacc = 0.0, aacc = 0.0;`, "    int nanf = 0;");
+  lines.push("    for (int64_t ro = 0; ro < NRO; ro++) {", ...h.perRo);
+  lines.push(kind === "sum" ? "#pragma omp simd reduction(+:acc, eacc, aacc)" : `#pragma omp simd reduction(${kind === "amax" ? "max" : "min"}:acc) reduction(max:eacc) reduction(|:nanf)`);
+  lines.push("      for (int64_t j = 0; j < LR; j++) {");
+  const r = fastBody(p, (i) => h.inner.get(i)!, lines, "        ");
+  const e = r.e ?? "0.0f";
+  if (kind === "sum") lines.push(`        acc += (double)${r.v};`, `        eacc += (double)${e};`, `        aacc += (double)${abs(r.v)};`);
+  // amax/amin: the result is off by at most the largest e (a NaN value or bound: not certified)
+  else {
+    lines.push(`        acc = ${r.v} ${kind === "amax" ? ">" : "<"} acc ? (double)${r.v} : acc;`);
+    lines.push(`        eacc = (double)${e} > eacc ? (double)${e} : eacc;`, `        nanf |= (${r.v} != ${r.v}) | (${e} != ${e});`);
+  }
+  lines.push("      }", "    }");
+  if (kind === "sum") lines.push("    eacc += aacc * (double)(2 * NR) * 0x1p-53;");
+  else lines.push(`    if (nanf) eacc = ${INF};`);
+  lines.push(...epi);
+  lines.push(`    if (ey <= ${FAST_ATOL} + ${FAST_RTOL} * ${abs("y")} && ${abs("y")} <= 0x1.fffffep127f) ((float *)P[0])[o] = y;`);
+  lines.push("    else NAME_d(P, A, o, o + 1); /* not certified: the double kernel's value */", "  }", "}");
+  return { source: lines.join("\n"), params: A.values, tasks: h.nOut, grain: Math.max(1, Math.ceil(CHUNK_ELEMENTS / Math.max(1, h.n))) };
+}
