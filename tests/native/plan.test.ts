@@ -1,6 +1,7 @@
 /**
- * Compiled plans on the native backend: one realize = ONE FFI submit (counted in TypeScript and
- * in the shim), JavaScript runs while the plan executes, outputs wait for their command buffer
+ * Compiled plans on the native backend: one realize = ONE FFI call (a queued submit, counted in
+ * TypeScript and in the shim, or for a small plan one synchronous run on the calling thread),
+ * JavaScript runs while a long plan executes, outputs wait for their command buffer
  * when read, every fused op runs as its own native kernel and equals the unfused ops run eagerly
  * on native bit for bit (same kernels, same summation order) and the js reference within float
  * tolerance, the fused AdamW update equals the optimizer's eager ops bit for bit, and buffers are
@@ -57,7 +58,7 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     };
   }
 
-  test("a realize is ONE FFI submit (no eager calls but the compiler's constant folding, no js fallback)", () => {
+  test("a realize is ONE FFI call (no eager calls but the compiler's constant folding, no js fallback)", () => {
     const p = params(16);
     const x = loom.randn([2, 8, 16]);
     block(x.lazy(), p, true).eval().dataSync(); // compile once
@@ -66,9 +67,11 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     const names = y.plan().instructions.map((i: any) => i.op.name); // compiles (a cache hit): folds constants
     const folding = nb.stats.execs - e0;
     for (const k of ["fused_layer_norm", "lora_linear", "fused_lora_linear", "fused_attention", "fused_matmul", "fused_softmax"]) expect(names).toContain(k);
-    const s0 = nb.shimCounters().submits, t0 = nb.stats.submits, e1 = nb.stats.execs, f0 = nb.stats.fallbacks;
+    const s0 = nb.shimCounters().submits, t0 = nb.stats.submits, e1 = nb.stats.execs, f0 = nb.stats.fallbacks, y0 = nb.stats.syncs;
     y.eval().dataSync();
-    expect(nb.shimCounters().submits - s0).toBe(1);
+    // this block is small: it ran on the calling thread (one loom_exec) rather than queued
+    expect(nb.stats.syncs - y0).toBe(1);
+    expect(nb.shimCounters().submits - s0).toBe(0);
     expect(nb.stats.submits - t0).toBe(1);
     expect(nb.stats.execs - e1).toBe(folding); // the plan itself makes no synchronous call
     expect(nb.stats.fallbacks - f0).toBe(0);
@@ -96,6 +99,32 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     // a synchronous read (item/tolist) of a pending output blocks until the plan has run
     const z = x0.lazy().matmul(eye.lazy()).sum().eval();
     expect(z.item()).toBe(bits(x0).reduce((a, b) => a + b, 0));
+  });
+
+  test("a small plan runs at once on the calling thread (nothing queued) with the bits of the eager ops", () => {
+    const x = loom.randn([8, 64]), w = loom.randn([64]);
+    const f = (t: any, u: any) => loom.rms_norm(loom.softmax(t.mul(1.5), -1), [64], u);
+    f(x.lazy(), w.lazy()).eval().dataSync(); // compile once
+    const y0 = nb.stats.syncs, s0 = nb.shimCounters().submits;
+    const t = f(x.lazy(), w.lazy()).eval();
+    expect(nb.stats.syncs - y0).toBe(1);
+    expect(nb.shimCounters().submits - s0).toBe(0);
+    expect(nb.inFlight).toBe(0);
+    expect(bits(t)).toEqual(bits(f(x, w)));
+  });
+
+  test("a small plan after a queued one is queued behind it (JavaScript does not wait for the long one)", () => {
+    const S = 384;
+    const eye = loom.eye(S);
+    let big: any = loom.randn([S, S]).lazy();
+    for (let i = 0; i < 20; i++) big = big.matmul(eye.lazy());
+    const b = big.eval(); // queued
+    const y0 = nb.stats.syncs;
+    const x = loom.randn([16]);
+    const small = x.lazy().mul(2).add(1).eval();
+    expect(nb.stats.syncs - y0).toBe(0);
+    expect(bits(small)).toEqual(bits(x.mul(2).add(1)));
+    expect(b.dataSync().length).toBe(S * S);
   });
 
   test("an in-place write waits for queued plans reading the buffer; later plans see the new values", () => {

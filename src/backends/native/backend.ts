@@ -36,8 +36,10 @@ export interface NativeStats {
   ops: number;
   /** Eager (synchronous, one-instruction) FFI calls. */
   execs: number;
-  /** Batched command buffers submitted (one FFI call each). */
+  /** Batched command buffers run (one FFI call each: queued, or small ones run at once, see `syncs`). */
   submits: number;
+  /** Of `submits`: small command buffers run on the calling thread (`loom_exec`) instead of queued. */
+  syncs: number;
   /** Ops that ran on the js backend instead. */
   fallbacks: number;
   /** Ops run per name (a fresh Map on each read). */
@@ -46,6 +48,26 @@ export interface NativeStats {
 
 /** Command buffers that may be queued at once; the next flush waits for the oldest. */
 const MAX_IN_FLIGHT = 8;
+/**
+ * A batch whose estimated work (see kernelCost) is at most this runs on the calling thread when
+ * nothing is queued: handing it to the executor thread and waiting for it costs tens of µs (a
+ * thread wake-up each way), more than the work (about 30 µs of elementwise work at this size).
+ */
+export const SYNC_MAX_COST = 1 << 16;
+/** Ops whose work grows with an inner dimension (the last dim of the first input) as well as the output. */
+const PRODUCTS = new Set(["matmul", "fused_matmul", "lora_linear", "fused_lora_linear", "fused_attention"]);
+
+/** Estimated work of one instruction, in element operations: elements read and written, times K for products. */
+function kernelCost(op: OpDef, inputs: readonly InputLayout[], shape: readonly number[]): number {
+  const n = numel(shape);
+  let c = n;
+  for (const x of inputs) c += numel(x.shape);
+  if (PRODUCTS.has(op.name)) {
+    const s = inputs[0]?.shape;
+    c += n * (s && s.length ? s[s.length - 1]! : 1);
+  }
+  return c;
+}
 const NO_ATTRS: readonly number[] = [];
 
 function nativeError(msg: string): Error {
@@ -65,6 +87,13 @@ class NativeSubmission implements Submission {
   constructor(private readonly lib: NativeLib, private handle: ReturnType<NativeLib["sym"]["loom_submit"]> | null,
     private prog: ProgramWriter | null, private readonly onFinish: (w: ProgramWriter) => void = () => {}) {
     if (!handle) this.finish(-1, "");
+  }
+
+  /** A command buffer that already ran on the calling thread (`failed`: its failing instruction or -1). */
+  static ran(lib: NativeLib, failed: number, msg: string): NativeSubmission {
+    const s = new NativeSubmission(lib, null, null);
+    if (failed >= 0) s.error = nativeError(msg);
+    return s;
   }
 
   /** Settles when the shim has finished (polled on the event loop once someone asks). */
@@ -119,6 +148,8 @@ class NativeSubmission implements Submission {
 class Batch implements PendingState {
   open = true;
   sub: NativeSubmission | null = null;
+  /** Estimated work of the recorded instructions (kernelCost summed). */
+  cost = 0;
   constructor(readonly writer: ProgramWriter, private readonly backend: NativeBackend) {}
   wait(): void {
     if (this.open) this.backend.flush();
@@ -151,7 +182,7 @@ export class NativeBackend implements BatchBackend {
     for (const [n, c] of lib.opcodes) names[c] = n;
     const counts = this.counts, other = this.other;
     this.stats = {
-      ops: 0, execs: 0, submits: 0, fallbacks: 0,
+      ops: 0, execs: 0, submits: 0, syncs: 0, fallbacks: 0,
       get byOp() {
         const m = new Map(other);
         counts.forEach((c, i) => { if (c) m.set(names[i]!, (m.get(names[i]!) ?? 0) + c); });
@@ -245,8 +276,11 @@ export class NativeBackend implements BatchBackend {
       };
     }
     const w = words;
+    const cost = kernelCost(op, inputs, shape);
     return (ins, out) => {
-      this.open().writer.instr(code, w, out, ins);
+      const b = this.open();
+      b.writer.instr(code, w, out, ins);
+      b.cost += cost;
       this.counts[code]!++;
       this.stats.ops++;
     };
@@ -287,19 +321,33 @@ export class NativeBackend implements BatchBackend {
     return { dtype: t.dtype, shape, strides, offset, data: t.data };
   }
 
-  /** Submit the open batch as one command buffer (returns at once). */
+  /**
+   * Submit the open batch as one command buffer (returns at once). A small batch (SYNC_MAX_COST)
+   * with nothing queued before it runs now on this thread instead: its result is usually read at
+   * once, and a hand-off to the executor and back costs more than the work. Either way an error is
+   * reported to whoever reads the outputs.
+   */
   flush(): void {
     const b = this.batch;
     if (!b) return;
     this.batch = null;
     b.open = false;
-    if (b.writer.count === 0) {
-      this.writers.push(b.writer);
+    const w = b.writer;
+    if (w.count === 0) {
+      this.writers.push(w);
       return;
     }
     this.reap();
-    while (this.inflight.length >= MAX_IN_FLIGHT) this.inflight.shift()!.wait();
     this.stats.submits++;
+    if (b.cost <= SYNC_MAX_COST && this.inflight.length === 0) {
+      this.stats.syncs++;
+      const failed = this.lib.sym.loom_exec(w.bufAddr, w.n);
+      b.sub = NativeSubmission.ran(this.lib, failed, failed >= 0 ? cstr(this.lib.sym.loom_error()) : "");
+      w.reset();
+      if (this.writers.length < 4) this.writers.push(w);
+      return;
+    }
+    while (this.inflight.length >= MAX_IN_FLIGHT) this.inflight.shift()!.wait();
     const h = this.lib.sym.loom_submit(b.writer.bufAddr, b.writer.n, null, 0);
     const sub = new NativeSubmission(this.lib, h, b.writer, (w) => { w.reset(); if (this.writers.length < 4) this.writers.push(w); });
     b.sub = sub;
