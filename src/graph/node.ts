@@ -22,6 +22,9 @@ export class Node {
    * later backward may need this value, so a plan that materializes it keeps it (see scheduler).
    */
   tracked: { readonly released: boolean } | null = null;
+  /** Scratch of graph walks (scheduler/fingerprint.ts): the walk that last reached this node, and its index there. */
+  walk = 0;
+  index = 0;
 
   constructor(
     readonly op: OpDef | null,

@@ -17,11 +17,12 @@ import { fromLazy, leavesOf, structuralKey, type GNode, type Graph } from "../gr
 import { layouts, legalizeViews } from "../graph/passes/layout.ts";
 import { matchPatterns } from "../graph/passes/patterns.ts";
 import type { Program } from "../graph/passes/program.ts";
-import { simplify } from "../graph/passes/simplify.ts";
+import { simplify, type Evaluate } from "../graph/passes/simplify.ts";
 import { itemsize } from "../tensor/dtype.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { planMemory, type TransientBuffer } from "./memory.ts";
-import { explainEnabled, get_compiler_options, optionsKey } from "./options.ts";
+import { addRecipe, clearRecipes, contextId, findRecipe, FoldRecorder, Recipe, removeRecipe, walk, type Binding, type Walk } from "./fingerprint.ts";
+import { compilerOptions, explainEnabled, optionsKey } from "./options.ts";
 import { CompiledPlan, denseBytes, type Arg, type Instruction, type Slot } from "./plan.ts";
 import { kernelDbGeneration } from "./kernel_db.ts";
 import { prepareKernel } from "./select.ts";
@@ -29,13 +30,18 @@ import { prepareKernel } from "./select.ts";
 // ---- plan cache ----------------------------------------------------------------------------------
 const MAX_PLANS = 256;
 const plans = new Map<string, CompiledPlan>();
-/** Plan cache counters: hits (a graph seen before), misses (compiled), entries held. */
-export const planCacheStats = { hits: 0, misses: 0, get size() { return plans.size; } };
+/**
+ * Plan cache counters: hits (a graph seen before), misses (compiled), entries held; `fastHits`:
+ * the hits whose lazy graph had a known fingerprint, so no pass ran (fingerprint.ts).
+ */
+export const planCacheStats = { hits: 0, misses: 0, fastHits: 0, get size() { return plans.size; } };
 
 export function clear_plan_cache(): void {
   plans.clear();
+  clearRecipes();
   planCacheStats.hits = 0;
   planCacheStats.misses = 0;
+  planCacheStats.fastHits = 0;
 }
 
 /** The plans in the cache, least recently used first (`loom tune` walks them). */
@@ -45,8 +51,8 @@ export function cachedPlans(): CompiledPlan[] {
 
 export interface Compiled {
   plan: CompiledPlan;
-  /** The simplified graph (its leaves are the plan's inputs, in order). */
-  graph: Graph;
+  /** The plan's input buffers and the lazy nodes its outputs belong to. */
+  binding: Binding;
   hit: boolean;
 }
 
@@ -55,38 +61,81 @@ function capsOf(backend: Backend): FusionCaps {
   return { fused: new Set(backend.prepare ? backend.fusedOps ?? [] : []), maxInputs: backend.maxKernelInputs };
 }
 
+const evaluators = new WeakMap<Backend, Evaluate | undefined>();
 /**
- * Compile (or fetch from the cache) the plan computing `roots` on `backend`.
+ * How constant folding computes on `backend`: with the backend now; constants are host data, so
+ * device-memory backends (webgpu) fold them on the host with the js reference backend.
+ */
+function evaluatorOf(backend: Backend): Evaluate | undefined {
+  if (evaluators.has(backend)) return evaluators.get(backend);
+  const e = !backend.prepare ? undefined : backend.deviceMemory ? jsBackend.run.bind(jsBackend) : backend.run.bind(backend);
+  evaluators.set(backend, e);
+  return e;
+}
+
+/** The binding of a compiled simplified graph: its leaves' buffers and its values' lazy nodes. */
+function bindingOf(graph: Graph, plan: CompiledPlan): Binding {
+  return {
+    leaves: leavesOf(graph).map((n) => n.leaf!),
+    outputs: graph.outputs.map((o) => o.origins),
+    kept: plan.keep.map((k) => graph.nodes[k.node]!.origins),
+  };
+}
+
+/**
+ * Compile (or fetch from the cache) the plan computing `roots` on `backend`. A graph seen before
+ * (same fingerprint, see fingerprint.ts) skips the passes: its recipe binds the cached plan's
+ * inputs directly; otherwise the graph is simplified and the plan looked up by structural key.
  * @param retainAll - keep every materialized value (for evaluations that share intermediates)
  */
 export function compile(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false): Compiled {
-  const opts = get_compiler_options();
+  const opts = compilerOptions();
+  const evaluate = opts.simplify ? evaluatorOf(backend) : undefined;
+  // what else a plan depends on: the kernel database's generation (kernel selection reads it)
+  const context = `${backend.name}:${device}:${optionsKey()}:${kernelDbGeneration()}`;
+  let w: Walk | null = null;
+  if (opts.cache) {
+    w = walk(roots, contextId(context), retainAll);
+    const r = findRecipe(w);
+    if (r) {
+      const binding = r.bind(w, evaluate);
+      if (binding) {
+        planCacheStats.hits++;
+        planCacheStats.fastHits++;
+        return { plan: r.plan, binding, hit: true };
+      }
+      removeRecipe(w, r); // a folded value now simplifies differently: the full path makes a new one
+    }
+  }
+  const recorder = w ? new FoldRecorder(w, evaluate) : null;
   const raw = fromLazy(roots, retainAll);
-  // constant folding computes with the backend now; constants are host data, so device-memory
-  // backends (webgpu) fold them on the host with the js reference backend
-  const evaluate = !backend.prepare ? undefined : backend.deviceMemory ? jsBackend.run.bind(jsBackend) : backend.run.bind(backend);
-  const graph = opts.simplify ? simplify(raw, { evaluate }) : raw;
-  const key = structuralKey(graph, `${backend.name}:${device}:${optionsKey()}:${kernelDbGeneration()}`);
-  const cached = opts.cache ? plans.get(key) : undefined;
-  if (cached) {
+  const graph = opts.simplify ? simplify(raw, { evaluate: recorder ? recorder.evaluate : evaluate }) : raw;
+  const key = structuralKey(graph, context);
+  let plan = opts.cache ? plans.get(key) : undefined;
+  const hit = plan !== undefined;
+  if (plan) {
     planCacheStats.hits++;
     plans.delete(key);
-    plans.set(key, cached); // most recently used last
-    return { plan: cached, graph, hit: true };
+    plans.set(key, plan); // most recently used last
+  } else {
+    planCacheStats.misses++;
+    plan = buildPlan(graph, backend, device, key);
+    if (opts.cache) {
+      plans.set(key, plan);
+      if (plans.size > MAX_PLANS) plans.delete(plans.keys().next().value!);
+    }
+    if (explainEnabled()) console.error(plan.explain());
   }
-  planCacheStats.misses++;
-  const plan = buildPlan(graph, backend, device, key);
-  if (opts.cache) {
-    plans.set(key, plan);
-    if (plans.size > MAX_PLANS) plans.delete(plans.keys().next().value!);
+  if (w && recorder) {
+    const recipe = Recipe.make(w, plan, graph, recorder);
+    if (recipe) addRecipe(w, recipe);
   }
-  if (explainEnabled()) console.error(plan.explain());
-  return { plan, graph, hit: false };
+  return { plan, binding: bindingOf(graph, plan), hit };
 }
 
 /** Passes after the cache lookup: view legalization, patterns, fusion; then scheduling. */
 export function buildPlan(graph: Graph, backend: Backend, device: string, key: string): CompiledPlan {
-  const opts = get_compiler_options();
+  const opts = compilerOptions();
   const caps = capsOf(backend);
   const legal = legalizeViews(graph);
   const unfused = legal.nodes.filter((n) => n.op && n.op.kind !== "view").length;

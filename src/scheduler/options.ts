@@ -36,6 +36,11 @@ export function get_compiler_options(): CompilerOptions {
   return { ...current };
 }
 
+/** The current compiler options themselves, read-only (the scheduler reads them on every realize: no copy). */
+export function compilerOptions(): Readonly<CompilerOptions> {
+  return current;
+}
+
 /** Change compiler options (unnamed ones keep their value); `reset` restores the defaults first. */
 export function set_compiler_options(opts: Partial<CompilerOptions>, reset = false): void {
   for (const k of Object.keys(opts)) {
@@ -45,7 +50,9 @@ export function set_compiler_options(opts: Partial<CompilerOptions>, reset = fal
   if (t !== undefined && t !== "exact" && !(typeof t === "object" && t.atol >= 0 && t.rtol >= 0)) {
     throw new LoomValueError(`[set_compiler_options] tolerance must be "exact" or {atol, rtol} with both >= 0, got ${JSON.stringify(t)}`);
   }
-  current = { ...(reset ? DEFAULTS : current), ...opts };
+  // a copy of the tolerance: the cached options key must not go stale if the caller mutates theirs
+  const own = t !== undefined && t !== "exact" ? { ...opts, tolerance: { atol: t.atol, rtol: t.rtol } } : opts;
+  current = { ...(reset ? DEFAULTS : current), ...own };
 }
 
 /** Run `fn` with some options changed, restoring them afterwards. */
@@ -59,11 +66,17 @@ export function with_compiler_options<R>(opts: Partial<CompilerOptions>, fn: () 
   }
 }
 
-/** Text of the options for the plan cache key. */
+let keyOf: CompilerOptions | null = null;
+let keyText = "";
+
+/** Text of the options for the plan cache key (remade only when the options change: `current` is replaced then). */
 export function optionsKey(): string {
   const o = current;
+  if (keyOf === o) return keyText;
   const t = o.tolerance;
-  return `${+o.simplify}${+o.patterns}${+o.fuse}${+o.inplace}${t === "exact" ? "x" : `${t.atol},${t.rtol}`}`;
+  keyText = `${+o.simplify}${+o.patterns}${+o.fuse}${+o.inplace}${t === "exact" ? "x" : `${t.atol},${t.rtol}`}`;
+  keyOf = o;
+  return keyText;
 }
 
 const limits = new Map<string, number>();

@@ -12,7 +12,6 @@
  */
 import type { Backend } from "../backends/backend.ts";
 import type { Node } from "../graph/node.ts";
-import { leavesOf } from "../graph/passes/ir.ts";
 import { compile } from "./compile.ts";
 import type { CompiledPlan } from "./plan.ts";
 
@@ -34,13 +33,13 @@ function keepValue(n: Node, d: Node["realized"]): void {
 export function realize(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false): CompiledPlan | null {
   const pending = roots.filter((r) => !r.realized);
   if (pending.length === 0) return null;
-  const { plan, graph } = compile(pending, backend, device, retainAll);
-  const { outputs, kept } = plan.run(leavesOf(graph).map((n) => n.leaf!));
+  const { plan, binding } = compile(pending, backend, device, retainAll);
+  const { outputs, kept } = plan.run(binding.leaves);
   realizeStats.realizes++;
   realizeStats.nodes += plan.kernelCount;
-  pending.forEach((r, i) => keepValue(r, outputs[i]!));
-  graph.outputs.forEach((o, i) => { for (const n of o.origins) keepValue(n, outputs[i]!); });
-  kept.forEach((buf, k) => { for (const n of graph.nodes[plan.keep[k]!.node]!.origins) keepValue(n, buf); });
+  for (let i = 0; i < pending.length; i++) keepValue(pending[i]!, outputs[i]!);
+  binding.outputs.forEach((ns, i) => { for (const n of ns) keepValue(n, outputs[i]!); });
+  kept.forEach((buf, k) => { for (const n of binding.kept[k]!) keepValue(n, buf); });
   backend.flush?.(); // queued devices (webgpu) submit the whole realize as one command buffer
   return plan;
 }

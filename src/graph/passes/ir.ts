@@ -147,32 +147,35 @@ export function usersOf(g: Graph): Map<GNode, GNode[]> {
 
 const canonCache = new WeakMap<object, string>();
 
-/** Canonical text of attrs for hashing and CSE (-0, NaN and Infinity kept distinct). */
-export function canon(v: unknown): string {
+/**
+ * Canonical text of attrs for hashing and CSE (-0, NaN and Infinity kept distinct).
+ * @param cache - remember the text of objects (attrs seen again by later passes); false for a one-off
+ */
+export function canon(v: unknown, cache = true): string {
   if (v === null || v === undefined) return "_";
   if (typeof v === "number") return Object.is(v, -0) ? "-0" : String(v);
   if (typeof v === "string") return JSON.stringify(v);
   if (typeof v === "boolean") return v ? "T" : "F";
   if (typeof v !== "object") return String(v);
-  const hit = canonCache.get(v);
-  if (hit !== undefined) return hit;
   if (!Array.isArray(v)) {
     let empty = true;
     for (const _k in v) { empty = false; break; }
     if (empty) return "{}";
   }
+  const hit = canonCache.get(v);
+  if (hit !== undefined) return hit;
   let s: string;
   if (Array.isArray(v)) {
     s = "[";
-    for (let i = 0; i < v.length; i++) s += (i ? "," : "") + canon(v[i]);
+    for (let i = 0; i < v.length; i++) s += (i ? "," : "") + canon(v[i], cache);
     s += "]";
   } else if ("name" in v && "kind" in v && typeof (v as { kind: unknown }).kind === "string") s = `@${(v as { name: string }).name}`;
   else {
     s = "{";
-    for (const k in v) s += `${k}:${canon((v as Record<string, unknown>)[k])},`;
+    for (const k in v) s += `${k}:${canon((v as Record<string, unknown>)[k], cache)},`;
     s += "}";
   }
-  canonCache.set(v, s);
+  if (cache) canonCache.set(v, s);
   return s;
 }
 

@@ -60,8 +60,12 @@ export function foldViews(g: Graph): Graph {
 // ---- identities -----------------------------------------------------------------------------
 /** The single value of a constant leaf whose elements are all equal (a broadcast scalar, a folded fill), else null. */
 export function constantValue(n: GNode): number | null {
-  if (!n.leaf || !n.constant || numel(n.shape) === 0) return null;
-  const d = n.leaf;
+  return n.leaf && n.constant ? uniformValue(n.leaf) : null;
+}
+
+/** The single value of a buffer whose elements are all equal (checked up to 4096 elements), else null. */
+export function uniformValue(d: TensorData): number | null {
+  if (numel(d.shape) === 0) return null;
   const dec = decoder(d.dtype);
   const first = dec ? dec(d.data, d.offset) : d.data[d.offset]!;
   if (numel(d.shape) === 1 || d.strides.every((s, i) => s === 0 || d.shape[i] === 1)) return first;
