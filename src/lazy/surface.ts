@@ -923,12 +923,22 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   tolist(): NestedList {
     const v = toFloat64(this._data());
     const isBool = this.dtype === "bool";
-    const build = (d: number, off: number): NestedList => {
-      if (d === this.ndim) return isBool ? v[off] !== 0 : v[off]!;
-      const stride = this.shape.slice(d + 1).reduce((p, x) => p * x, 1);
-      return Array.from({ length: this.shape[d]! }, (_, i) => build(d + 1, off + i * stride));
+    const shape = this.shape;
+    const nd = shape.length;
+    if (nd === 0) return isBool ? v[0] !== 0 : v[0]!;
+    // plain loops and pushes (Array.from with a callback per element costs several times more)
+    const build = (d: number, off: number, stride: number): NestedList[] => {
+      const n = shape[d]!;
+      const out: NestedList[] = [];
+      if (d === nd - 1) {
+        for (let i = 0; i < n; i++) out.push(isBool ? v[off + i] !== 0 : v[off + i]!);
+        return out;
+      }
+      const inner = stride / shape[d + 1]!;
+      for (let i = 0; i < n; i++) out.push(build(d + 1, off + i * stride, inner));
+      return out;
     };
-    return build(0, 0);
+    return build(0, 0, numel(shape) / shape[0]!);
   }
   /** The values, row-major, as a Float64Array (exact for every dtype Loom stores). */
   dataSync(): Float64Array {

@@ -82,9 +82,8 @@ export function toFloat64(t: TensorData): Float64Array {
   const dec = decoder(t.dtype);
   const src = t.data;
   if (dec) forEachStrided(t.shape, [t], (i, idx) => { out[i] = dec(src, idx[0]!); });
-  else if (isDense(t)) {
-    for (let i = 0; i < out.length; i++) out[i] = src[t.offset + i]!;
-  } else forEachStrided(t.shape, [t], (i, idx) => { out[i] = src[idx[0]!]!; });
+  else if (isDense(t)) out.set(src.subarray(t.offset, t.offset + out.length)); // one native converting copy
+  else forEachStrided(t.shape, [t], (i, idx) => { out[i] = src[idx[0]!]!; });
   return out;
 }
 
