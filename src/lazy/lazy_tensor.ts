@@ -27,10 +27,14 @@ import { checkView, Tensor } from "./tensor.ts";
 // synchronous loop, so pruning them could not bound the list).
 const readers = new WeakMap<object, Readers>();
 
-/** The source nodes over one buffer, by layout; `limit`: the size at which dead entries are pruned. */
+/**
+ * The source nodes over one buffer, by layout; `limit`: the size at which dead entries are pruned;
+ * `last`: the node made or found last (a loop calling `x.lazy()` finds it without building a key).
+ */
 interface Readers {
   nodes: Map<string, WeakRef<Node>>;
   limit: number;
+  last: WeakRef<Node> | null;
 }
 
 const layoutKey = (d: TensorData): string => `${d.dtype}|${d.offset}|${d.shape.join(",")}|${d.strides.join(",")}`;
@@ -40,12 +44,18 @@ export function sourceNode(d: TensorData, device: string): Node {
   if (device !== "cpu") return Node.source(d); // device memory is written through its backend
   const storage = d.data;
   let r = readers.get(storage);
-  if (!r) readers.set(storage, (r = { nodes: new Map(), limit: 32 }));
+  if (!r) readers.set(storage, (r = { nodes: new Map(), limit: 32, last: null }));
+  // the same TensorData (a tensor's `_d`) as last time: that node reads this very layout
+  const prev = r.last?.deref();
+  if (prev !== undefined && prev.realized === d) return prev;
   const key = layoutKey(d);
   const old = r.nodes.get(key)?.deref();
-  if (old?.realized?.data === storage) return old;
+  if (old?.realized?.data === storage) {
+    r.last = new WeakRef(old);
+    return old;
+  }
   const n = Node.source(d);
-  r.nodes.set(key, new WeakRef(n));
+  r.nodes.set(key, (r.last = new WeakRef(n)));
   if (r.nodes.size > r.limit) {
     // drop collected nodes; the next prune waits until the map doubles (amortized O(1) per add)
     for (const [k, w] of r.nodes) if (w.deref() === undefined) r.nodes.delete(k);

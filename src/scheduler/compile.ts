@@ -82,6 +82,22 @@ function bindingOf(graph: Graph, plan: CompiledPlan): Binding {
   };
 }
 
+/** The last context text and its number: asked for on every realize, it rarely changes. */
+const last = { backend: null as Backend | null, device: "", options: "", generation: -1, text: "", id: -1 };
+
+/**
+ * What a plan depends on besides its graph: backend, device, compiler options and the kernel
+ * database's generation (kernel selection reads it).
+ */
+function contextOf(backend: Backend, device: string): string {
+  const o = optionsKey(), g = kernelDbGeneration();
+  if (backend !== last.backend || device !== last.device || o !== last.options || g !== last.generation) {
+    last.text = `${backend.name}:${device}:${o}:${g}`;
+    Object.assign(last, { backend, device, options: o, generation: g, id: contextId(last.text) });
+  }
+  return last.text;
+}
+
 /**
  * Compile (or fetch from the cache) the plan computing `roots` on `backend`. A graph seen before
  * (same fingerprint, see fingerprint.ts) skips the passes: its recipe binds the cached plan's
@@ -91,11 +107,10 @@ function bindingOf(graph: Graph, plan: CompiledPlan): Binding {
 export function compile(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false): Compiled {
   const opts = compilerOptions();
   const evaluate = opts.simplify ? evaluatorOf(backend) : undefined;
-  // what else a plan depends on: the kernel database's generation (kernel selection reads it)
-  const context = `${backend.name}:${device}:${optionsKey()}:${kernelDbGeneration()}`;
+  const context = contextOf(backend, device);
   let w: Walk | null = null;
   if (opts.cache) {
-    w = walk(roots, contextId(context), retainAll);
+    w = walk(roots, last.id, retainAll);
     const r = findRecipe(w);
     if (r) {
       const binding = r.bind(w, evaluate);

@@ -6,7 +6,7 @@
  * structurally; for a training loop or a small op read at once that costs more than running the
  * plan (µs per node). Everything simplification decides is a function of what the fingerprint
  * holds, so two graphs with equal fingerprints simplify to the same graph:
- * - per op node: op, attrs (canonical text, interned), input wiring, whether it is kept;
+ * - per op node: op, attrs (as words: numbers, flags, interned texts), input wiring, whether it is kept;
  * - per leaf: dtype, shape, strides, the constant flag, a constant's value class (the value
  *   itself when identity elimination or CSE may look at it: multiples of 1/8, -0 apart; else only
  *   "uniform" or not), and which earlier leaf shares its storage, at what offset difference (CSE
@@ -33,46 +33,92 @@ export interface Walk {
   readonly hash: number;
 }
 
-// ---- interning ---------------------------------------------------------------------------------
-/** op -> canonical attrs text -> small integer; separate tables for null and {} attrs (no text built). */
-const sigs = new Map<OpDef, Map<string, number>>();
-const nullSig = new Map<OpDef, number>();
-const emptySig = new Map<OpDef, number>();
-let nextSig = 0;
-/** Interned op signatures before the tables (and the recipes using their numbers) are reset. */
-const MAX_SIGS = 1 << 16;
+// ---- scratch ----------------------------------------------------------------------------------
+let words = new Float64Array(1024);
+let epoch = 0;
+const stackN: Node[] = [];
+const stackI: number[] = [];
+const storageLeaf = new Map<unknown, Node>();
 
-function isEmptyObject(v: object): boolean {
-  for (const _k in v) return false;
-  return true;
+function grow(need: number): void {
+  let n = words.length;
+  while (n < need) n *= 2;
+  const w = new Float64Array(n);
+  w.set(words);
+  words = w;
 }
 
-function sigOf(op: OpDef, attrs: unknown): number {
-  if (attrs === null || attrs === undefined) {
-    const s = nullSig.get(op);
-    if (s !== undefined) return s;
-    nullSig.set(op, nextSig);
-    return nextSig++;
-  }
-  if (typeof attrs === "object" && !Array.isArray(attrs) && isEmptyObject(attrs)) {
-    const s = emptySig.get(op);
-    if (s !== undefined) return s;
-    emptySig.set(op, nextSig);
-    return nextSig++;
-  }
-  let m = sigs.get(op);
-  if (!m) sigs.set(op, (m = new Map()));
-  const text = canon(attrs, false);
-  const s = m.get(text);
-  if (s !== undefined) return s;
-  m.set(text, nextSig);
-  return nextSig++;
+// ---- interning and attrs ----------------------------------------------------------------------
+/** Ops and texts (attr keys, strings, canonical text of other values) as small integers. */
+const opIds = new Map<OpDef, number>();
+const texts = new Map<string, number>();
+/** Interned texts before the tables (and the recipes using their numbers) are reset. */
+const MAX_TEXTS = 1 << 16;
+
+function opId(op: OpDef): number {
+  let id = opIds.get(op);
+  if (id === undefined) opIds.set(op, (id = opIds.size));
+  return id;
 }
 
+function textId(t: string): number {
+  let id = texts.get(t);
+  if (id === undefined) texts.set(t, (id = texts.size));
+  return id;
+}
+
+// attrs words: a tag, then its payload; every value is self-delimiting, so equal words mean equal attrs
+const T_NUM = 1, T_NEG0 = 2, T_NAN = 3, T_TRUE = 4, T_FALSE = 5, T_NULL = 6, T_UNDEF = 7, T_STR = 8, T_TEXT = 9, T_ARR = 10, T_OBJ = 11;
+
+/** Words of one attrs value at `n` (as canon() tells values apart: -0, NaN, key order); returns the new end. */
+function attrWords(v: unknown, n: number): number {
+  if (n + 3 > words.length) grow(n + 3);
+  switch (typeof v) {
+    case "number":
+      if (v !== v) words[n++] = T_NAN;
+      else if (v === 0 && 1 / v < 0) words[n++] = T_NEG0;
+      else { words[n++] = T_NUM; words[n++] = v; }
+      return n;
+    case "boolean":
+      words[n++] = v ? T_TRUE : T_FALSE;
+      return n;
+    case "undefined":
+      words[n++] = T_UNDEF;
+      return n;
+    case "string":
+      words[n++] = T_STR;
+      words[n++] = textId(v);
+      return n;
+    case "object": {
+      if (v === null) { words[n++] = T_NULL; return n; }
+      if (Array.isArray(v)) {
+        words[n++] = T_ARR;
+        words[n++] = v.length;
+        for (let i = 0; i < v.length; i++) n = attrWords(v[i], n);
+        return n;
+      }
+      if ("name" in v && "kind" in v) break; // an op in attrs: its canonical text names it
+      words[n++] = T_OBJ;
+      const count = n++;
+      let k = 0;
+      for (const key in v) {
+        if (n + 1 > words.length) grow(n + 1);
+        words[n++] = textId(key);
+        n = attrWords((v as Record<string, unknown>)[key], n);
+        k++;
+      }
+      words[count] = k;
+      return n;
+    }
+  }
+  words[n++] = T_TEXT;
+  words[n++] = textId(canon(v, false));
+  return n;
+}
 const DTYPE_CODE: Record<string, number> = {
   float32: 0, float64: 1, float16: 2, bfloat16: 3, int32: 4, int64: 5, int8: 6, uint8: 7, bool: 8,
 };
-/** Word opening the roots section (leaves open with -1 - dtype code, op nodes with a signature >= 0). */
+/** Word opening the roots section (leaves open with -1 - dtype code, op nodes with their op's number >= 0). */
 const ROOTS = -100;
 
 /** The storage a buffer views (device buffers name theirs: reading `.data` would copy to the host). */
@@ -81,11 +127,6 @@ export function storageOf(d: TensorData): unknown {
 }
 
 // ---- walking ----------------------------------------------------------------------------------
-let words = new Float64Array(1024);
-let epoch = 0;
-const stackN: Node[] = [];
-const stackI: number[] = [];
-const storageLeaf = new Map<unknown, Node>();
 
 /** Value class words of a constant leaf: [0, 0] not uniform, [1, 0] uniform, [2, v] a structural value, [3, 0] -0. */
 function valueClass(d: TensorData, at: number): void {
@@ -96,13 +137,6 @@ function valueClass(d: TensorData, at: number): void {
   else { words[at] = 1; words[at + 1] = 0; }
 }
 
-function grow(need: number): void {
-  let n = words.length;
-  while (n < need) n *= 2;
-  const w = new Float64Array(n);
-  w.set(words);
-  words = w;
-}
 
 /**
  * Walk the pending graph below `roots` (realized nodes are leaves; as fromLazy) and fingerprint it.
@@ -154,7 +188,10 @@ export function walk(roots: readonly Node[], context: number, retainAll: boolean
         if (x.constant) valueClass(d, n);
         else { words[n] = 0; words[n + 1] = 0; }
         n += 2;
-        if (!leaves) { storageLeaf.clear(); leaves = true; }
+        if (!leaves) {
+          if (storageLeaf.size) storageLeaf.clear(); // left by a walk that threw
+          leaves = true;
+        }
         const s = storageOf(d);
         const first = storageLeaf.get(s);
         if (first === undefined) {
@@ -169,18 +206,15 @@ export function walk(roots: readonly Node[], context: number, retainAll: boolean
       } else {
         const ins = x.inputs;
         const ni = ins.length;
-        if (n + 3 + ni > words.length) grow(n + 3 + ni);
-        const sig = sigOf(x.op!, x.attrs);
-        const keep = retainAll || (x.tracked !== null && !x.tracked.released) ? 1 : 0;
-        words[n++] = sig;
-        words[n++] = keep;
+        const start = n;
+        if (n + 1 > words.length) grow(n + 1);
+        words[n++] = opId(x.op!);
+        n = attrWords(x.attrs, n);
+        if (n + 2 + ni > words.length) grow(n + 2 + ni);
+        words[n++] = retainAll || (x.tracked !== null && !x.tracked.released) ? 1 : 0;
         words[n++] = ni;
-        h = Math.imul(Math.imul(Math.imul(h ^ sig, 0x01000193) ^ keep, 0x01000193) ^ ni, 0x01000193);
-        for (let k = 0; k < ni; k++) {
-          const c = ins[k]!.index;
-          words[n++] = c;
-          h = Math.imul(h ^ c, 0x01000193);
-        }
+        for (let k = 0; k < ni; k++) words[n++] = ins[k]!.index;
+        for (let k = start; k < n; k++) h = Math.imul(h ^ (words[k]! | 0), 0x01000193);
       }
     }
   }
@@ -373,7 +407,7 @@ export function addRecipe(w: Walk, r: Recipe): void {
     l.splice(l.indexOf(old.recipe), 1);
     if (l.length === 0) byHash.delete(old.hash);
   }
-  if (nextSig > MAX_SIGS) clearRecipes();
+  if (texts.size > MAX_TEXTS) clearRecipes();
 }
 
 /** Forget recipe `r` of walked graph `w`. */
@@ -388,13 +422,10 @@ export function removeRecipe(w: Walk, r: Recipe): void {
   heldWords -= r.words.length;
 }
 
-/** Forget every recipe (and the interned signatures their fingerprints use). */
+/** Forget every recipe (and the interned texts their fingerprints use). */
 export function clearRecipes(): void {
   byHash.clear();
   order.length = 0;
   heldWords = 0;
-  sigs.clear();
-  nullSig.clear();
-  emptySig.clear();
-  nextSig = 0;
+  texts.clear();
 }

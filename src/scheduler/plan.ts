@@ -178,8 +178,9 @@ export class CompiledPlan {
   /** Throws LoomOutOfMemoryError when the plan does not fit the device's memory limit. */
   checkMemory(): void {
     const limit = get_memory_limit(this.device);
+    if (limit === null) return;
     const need = this.estimate_memory()[this.device]!;
-    if (limit !== null && need > limit) {
+    if (need > limit) {
       throw new LoomOutOfMemoryError(
         `[plan] needs ${need} bytes on ${this.device} (workspace ${this.workspaceBytes}, outputs ${this.outputBytes}) but the memory limit is ${limit} bytes; nothing was run`,
       );

@@ -60,6 +60,7 @@ export function normalizeDim(op: string, dim: number, ndim: number): number {
  */
 export function normalizeDims(op: string, dim: number | readonly number[] | null | undefined, ndim: number): number[] {
   if (dim === undefined || dim === null) return Array.from({ length: ndim }, (_, i) => i);
+  if (typeof dim === "number") return ndim === 0 ? (normalizeDim(op, dim, ndim), []) : [normalizeDim(op, dim, ndim)]; // the common case, no Set
   const list = typeof dim === "number" ? [dim] : dim;
   if (list.length === 0) return Array.from({ length: ndim }, (_, i) => i); // torch: sum(dim=[]) reduces all
   const out = list.map((d) => normalizeDim(op, d, ndim));

@@ -82,7 +82,10 @@ export function toFloat64(t: TensorData): Float64Array {
   const dec = decoder(t.dtype);
   const src = t.data;
   if (dec) forEachStrided(t.shape, [t], (i, idx) => { out[i] = dec(src, idx[0]!); });
-  else if (isDense(t)) out.set(src.subarray(t.offset, t.offset + out.length)); // one native converting copy
+  else if (isDense(t)) {
+    // one native converting copy (a subarray view only when needed: making one costs more than a small copy)
+    out.set(t.offset === 0 && src.length === out.length ? src : src.subarray(t.offset, t.offset + out.length));
+  }
   else forEachStrided(t.shape, [t], (i, idx) => { out[i] = src[idx[0]!]!; });
   return out;
 }

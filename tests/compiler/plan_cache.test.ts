@@ -93,6 +93,17 @@ describe.each(BACKENDS)("plan cache fast path (%s)", (name) => {
     for (const [p, q] of pairs) expect(bits(g(p, q))).toEqual(bits(p.mul(q).add(p)));
   });
 
+  test("graphs that differ only in attrs (reduced dim, slice start, permutation) are told apart", () => {
+    const x = loom.randn([4, 4]), v = loom.randn([9]);
+    for (let i = 0; i < 2; i++) {
+      for (const d of [0, 1]) expect(bits(x.lazy().sum(d).exp().eval())).toEqual(bits(x.sum(d).exp()));
+      for (const s of [0, 2, 5]) expect(bits(v.lazy().narrow(0, s, 4).exp().eval())).toEqual(bits(v.narrow(0, s, 4).exp()));
+      for (const keep of [true, false]) expect(bits(x.lazy().amax(1, keep).exp().eval())).toEqual(bits(x.amax(1, keep).exp()));
+      expect(bits(x.lazy().permute(1, 0).mul(x.lazy()).eval())).toEqual(bits(x.permute(1, 0).mul(x)));
+      expect(bits(x.lazy().permute(0, 1).mul(x.lazy()).eval())).toEqual(bits(x.mul(x)));
+    }
+  });
+
   test("several roots: each output goes to its own tensor, in the order asked", () => {
     const x = loom.randn([3, 4]);
     for (let i = 0; i < 2; i++) {
