@@ -44,6 +44,12 @@ export interface Backend {
   /** Submit work recorded so far; the scheduler calls it once at the end of each realize. */
   flush?(): void;
   /**
+   * A compiled plan is about to run (allocate its outputs, then call its kernels) with about
+   * `work` element operations (CompiledPlan.work): a backend may pick how to run it (native: a
+   * small plan on the calling thread, its outputs plain buffers).
+   */
+  begin?(work: number): void;
+  /**
    * A view (shape, strides, element offset) of `t`'s buffer. Device buffers need this: building
    * a TensorData literal from `t.data` would copy a device buffer to the host.
    */

@@ -38,7 +38,35 @@ let words = new Float64Array(1024);
 let epoch = 0;
 const stackN: Node[] = [];
 const stackI: number[] = [];
-const storageLeaf = new Map<unknown, Node>();
+/**
+ * Storages of the current walk's leaves and the first leaf over each: a short list scanned while
+ * it is short (most graphs have few leaves), a Map beyond SCAN_MAX (a training step has hundreds).
+ */
+const leafStorages: unknown[] = [];
+const leafFirst: Node[] = [];
+const leafMap = new Map<unknown, Node>();
+const SCAN_MAX = 16;
+
+/** The first leaf of this walk over storage `s`, or undefined (and `x` becomes that leaf). */
+function firstOver(s: unknown, x: Node): Node | undefined {
+  const n = leafStorages.length;
+  if (n < SCAN_MAX) {
+    for (let k = 0; k < n; k++) if (leafStorages[k] === s) return leafFirst[k];
+    leafStorages.push(s);
+    leafFirst.push(x);
+    if (n + 1 === SCAN_MAX) for (let k = 0; k <= n; k++) leafMap.set(leafStorages[k], leafFirst[k]!);
+    return undefined;
+  }
+  const f = leafMap.get(s);
+  if (f === undefined) leafMap.set(s, x);
+  return f;
+}
+
+function clearLeaves(): void {
+  leafStorages.length = 0;
+  leafFirst.length = 0;
+  if (leafMap.size) leafMap.clear();
+}
 
 function grow(need: number): void {
   let n = words.length;
@@ -147,11 +175,11 @@ export function walk(roots: readonly Node[], context: number, retainAll: boolean
   const nodes: Node[] = [];
   stackN.length = 0;
   stackI.length = 0;
+  clearLeaves();
   let n = 0;
   let h = 0x811c9dc5 ^ context;
   if (words.length < 64) grow(64);
   words[n++] = context;
-  let leaves = false;
   for (const r of roots) {
     if (r.walk === ep) continue;
     r.walk = ep;
@@ -188,14 +216,8 @@ export function walk(roots: readonly Node[], context: number, retainAll: boolean
         if (x.constant) valueClass(d, n);
         else { words[n] = 0; words[n + 1] = 0; }
         n += 2;
-        if (!leaves) {
-          if (storageLeaf.size) storageLeaf.clear(); // left by a walk that threw
-          leaves = true;
-        }
-        const s = storageOf(d);
-        const first = storageLeaf.get(s);
+        const first = firstOver(storageOf(d), x);
         if (first === undefined) {
-          storageLeaf.set(s, x);
           words[n++] = -1;
           words[n++] = 0;
         } else {
@@ -218,7 +240,7 @@ export function walk(roots: readonly Node[], context: number, retainAll: boolean
       }
     }
   }
-  if (leaves) storageLeaf.clear(); // hold no buffers between walks
+  clearLeaves(); // hold no buffers between walks
   if (n + 3 + roots.length > words.length) grow(n + 3 + roots.length);
   words[n++] = ROOTS;
   words[n++] = retainAll ? 1 : 0;
@@ -263,6 +285,8 @@ export interface Binding {
   readonly kept: readonly (readonly Node[])[];
 }
 
+const NO_FOLDS: TensorData[] = [];
+
 export class Recipe {
   private constructor(
     readonly plan: CompiledPlan,
@@ -287,7 +311,7 @@ export class Recipe {
    */
   bind(w: Walk, evaluate: Evaluate | undefined): Binding | null {
     const nodes = w.nodes;
-    const folded: TensorData[] = [];
+    const folded: TensorData[] = this.folds.length ? [] : NO_FOLDS;
     if (this.folds.length) {
       if (!evaluate) return null;
       const at = (r: Ref) => (r >= 0 ? nodes[r]!.realized! : folded[-1 - r]!);

@@ -114,6 +114,24 @@ export interface PlanParts {
   unfusedKernels: number;
 }
 
+/** Ops whose work grows with an inner dimension as well as the output (see instructionWork). */
+const PRODUCTS = new Set(["matmul", "fused_matmul", "lora_linear", "fused_lora_linear"]);
+
+/**
+ * Estimated work of one instruction in element operations: elements read and written, plus
+ * output × inner dimension for products (the last dim of the first input) and attention (the key
+ * length times the head dim).
+ */
+export function instructionWork(I: Pick<Instruction, "op" | "shape" | "layouts">): number {
+  const n = numel(I.shape);
+  let w = n;
+  for (const l of I.layouts) w += numel(l.shape);
+  const x = I.layouts[0]?.shape;
+  if (PRODUCTS.has(I.op.name) && x && x.length) w += n * x[x.length - 1]!;
+  else if (I.op.name === "fused_attention" && x && x.length >= 2) w += 2 * n * (I.layouts[1]?.shape.at(-2) ?? 1);
+  return w;
+}
+
 export class CompiledPlan {
   readonly key: string;
   readonly device: string;
@@ -125,6 +143,12 @@ export class CompiledPlan {
   readonly memory: MemoryPlan;
   readonly transients: readonly TransientBuffer[];
   readonly unfusedKernels: number;
+  /** Estimated work per run in element operations (instructionWork summed). */
+  readonly work: number;
+  /** Whether instructions run through prepared kernels over a planned workspace. */
+  readonly planned: boolean;
+  /** Whether any slot lives in the workspace. */
+  private readonly hasWorkspace: boolean;
   private readonly backend: Backend;
   private readonly bufs: (TensorData | null)[];
   private wsGeneration = -1;
@@ -143,16 +167,14 @@ export class CompiledPlan {
     this.transients = p.transients;
     this.unfusedKernels = p.unfusedKernels;
     this.bufs = new Array(p.slots.length).fill(null);
+    this.work = p.instructions.reduce((w, I) => w + instructionWork(I), 0);
+    this.planned = p.instructions.every((i) => i.kernel !== null);
+    this.hasWorkspace = p.slots.some((sl) => sl.kind === "ws");
   }
 
   /** Kernels launched per run (views cost none). */
   get kernelCount(): number {
     return this.instructions.length;
-  }
-
-  /** Whether instructions run through prepared kernels over a planned workspace. */
-  get planned(): boolean {
-    return this.instructions.every((i) => i.kernel !== null);
   }
 
   /** Bytes of the fresh output (and kept) buffers each run allocates. */
@@ -188,6 +210,7 @@ export class CompiledPlan {
   }
 
   private bindWorkspace(): void {
+    if (!this.hasWorkspace) return;
     const dm = this.backend.deviceMemory;
     if (dm) {
       // device workspace regions are stable buffers of the backend: bind them once
@@ -219,6 +242,7 @@ export class CompiledPlan {
       const s = this.leafSlots[k]!;
       if (s >= 0) B[s] = leaves[k]!;
     }
+    this.backend.begin?.(this.work);
     if (planned) {
       this.bindWorkspace();
       for (let s = 0; s < this.slots.length; s++) {

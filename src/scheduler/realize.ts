@@ -35,12 +35,14 @@ export function realize(roots: readonly Node[], backend: Backend, device = "cpu"
   if (pending.length === 0) return null;
   const { plan, binding } = compile(pending, backend, device, retainAll);
   const { outputs, kept } = plan.run(binding.leaves);
+  // queued devices (webgpu, native) submit the whole realize as one command buffer; a plan run at
+  // once may throw here, before any node takes a value it did not get
+  backend.flush?.();
   realizeStats.realizes++;
   realizeStats.nodes += plan.kernelCount;
   for (let i = 0; i < pending.length; i++) keepValue(pending[i]!, outputs[i]!);
   binding.outputs.forEach((ns, i) => { for (const n of ns) keepValue(n, outputs[i]!); });
   kept.forEach((buf, k) => { for (const n of binding.kept[k]!) keepValue(n, buf); });
-  backend.flush?.(); // queued devices (webgpu) submit the whole realize as one command buffer
   return plan;
 }
 

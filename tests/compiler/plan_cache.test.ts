@@ -91,6 +91,23 @@ describe.each(BACKENDS)("plan cache fast path (%s)", (name) => {
       [t.narrow(0, 1, 4), t.narrow(0, 3, 4)], [t.narrow(0, 0, 4), t.narrow(0, 4, 4)], [other.narrow(0, 1, 4), x.narrow(0, 1, 4)],
     ];
     for (const [p, q] of pairs) expect(bits(g(p, q))).toEqual(bits(p.mul(q).add(p)));
+    // many leaves (past the short list the walk scans): the same checks
+    const many = Array.from({ length: 20 }, () => loom.randn([4]));
+    const h = (p: loom.Tensor, q: loom.Tensor) => many.reduce((acc: any, m) => acc.add(m.lazy()), p.lazy().mul(q.lazy())).eval();
+    const hEager = (p: loom.Tensor, q: loom.Tensor) => many.reduce((acc, m) => acc.add(m), p.mul(q));
+    for (const [p, q] of [...pairs, ...pairs]) expect(bits(h(p, q))).toEqual(bits(hEager(p, q)));
+    const many5 = Array.from({ length: 20 }, () => loom.randn([5]));
+    const f2 = (second: (a: loom.Tensor) => loom.Tensor) => {
+      const a = many5.reduce((acc: any, m) => acc.add(m.lazy()), x.lazy()).exp();
+      const ae = a.eval();
+      return many5.reduce((acc: any, m) => acc.mul(m.lazy()), a).mul(second(ae).lazy()).eval();
+    };
+    const ae = many5.reduce((acc, m) => acc.add(m), x).exp();
+    const ref = (b: loom.Tensor) => many5.reduce((acc, m) => acc.mul(m), ae).mul(b);
+    for (let i = 0; i < 2; i++) {
+      expect(bits(f2((t) => t))).toEqual(bits(ref(ae)));
+      expect(bits(f2(() => other))).toEqual(bits(ref(other)));
+    }
   });
 
   test("graphs that differ only in attrs (reduced dim, slice start, permutation) are told apart", () => {

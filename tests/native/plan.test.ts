@@ -137,11 +137,21 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     expect(bits(x.lazy().sub(1).eval())).toEqual(bits(x.sub(1)));
   });
 
-  test("an error inside a plan surfaces when its result is read", () => {
+  test("an error inside a queued plan surfaces when its result is read", () => {
+    const x = loom.randn([200_000]); // enough work to be queued (SYNC_MAX_WORK)
+    const idx = loom.tensor([0, 200_009], { dtype: "int64" });
+    const y = x.lazy().mul(2).exp().index_select(0, idx.lazy()).eval();
+    expect(() => y.tolist()).toThrow("[index_select] index 200009 is out of bounds for dimension 0 with size 200000");
+    expect(x.lazy().add(1).eval().dataSync().length).toBe(200_000); // the backend goes on
+  });
+
+  test("an error inside a small plan (run at once) is thrown by eval, and the tensor stays unrealized", () => {
     const x = loom.randn([5]);
     const idx = loom.tensor([0, 9], { dtype: "int64" });
-    const y = x.lazy().mul(2).index_select(0, idx.lazy()).eval();
-    expect(() => y.tolist()).toThrow("[index_select] index 9 is out of bounds for dimension 0 with size 5");
+    const y = x.lazy().mul(2).index_select(0, idx.lazy());
+    const msg = "[index_select] index 9 is out of bounds for dimension 0 with size 5";
+    expect(() => y.eval()).toThrow(msg);
+    expect(() => y.tolist()).toThrow(msg); // computed again, failing again: never a garbage value
     expect(x.lazy().add(1).eval().dataSync().length).toBe(5); // the backend goes on
   });
 

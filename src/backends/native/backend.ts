@@ -9,6 +9,9 @@
  * (`alloc`) are pending until then: reading their `data` waits (a synchronous wait for
  * item()/tolist()), `read()` returns the completion promise for `await t.data()`, and the shim
  * runs everything in submission order, so later eager ops and plans may use them at once.
+ * A small plan (CompiledPlan.work up to SYNC_MAX_WORK) with nothing queued runs at flush on the
+ * calling thread instead (`loom_exec`, as eager ops do): its outputs are plain buffers, and its
+ * error is thrown by the realize; a hand-off to the executor and back would cost more.
  * Buffers are JS typed arrays, large ones over pooled native memory (memory.ts); the plan's
  * transients live in the scheduler's one reused workspace per device.
  * Views stay stride arithmetic in TypeScript. Ops the shim lacks, and corner cases it does not
@@ -49,25 +52,11 @@ export interface NativeStats {
 /** Command buffers that may be queued at once; the next flush waits for the oldest. */
 const MAX_IN_FLIGHT = 8;
 /**
- * A batch whose estimated work (see kernelCost) is at most this runs on the calling thread when
+ * A plan whose estimated work (CompiledPlan.work) is at most this runs on the calling thread when
  * nothing is queued: handing it to the executor thread and waiting for it costs tens of µs (a
  * thread wake-up each way), more than the work (about 30 µs of elementwise work at this size).
  */
-export const SYNC_MAX_COST = 1 << 16;
-/** Ops whose work grows with an inner dimension (the last dim of the first input) as well as the output. */
-const PRODUCTS = new Set(["matmul", "fused_matmul", "lora_linear", "fused_lora_linear", "fused_attention"]);
-
-/** Estimated work of one instruction, in element operations: elements read and written, times K for products. */
-function kernelCost(op: OpDef, inputs: readonly InputLayout[], shape: readonly number[]): number {
-  const n = numel(shape);
-  let c = n;
-  for (const x of inputs) c += numel(x.shape);
-  if (PRODUCTS.has(op.name)) {
-    const s = inputs[0]?.shape;
-    c += n * (s && s.length ? s[s.length - 1]! : 1);
-  }
-  return c;
-}
+export const SYNC_MAX_WORK = 1 << 16;
 const NO_ATTRS: readonly number[] = [];
 
 function nativeError(msg: string): Error {
@@ -89,12 +78,6 @@ class NativeSubmission implements Submission {
     if (!handle) this.finish(-1, "");
   }
 
-  /** A command buffer that already ran on the calling thread (`failed`: its failing instruction or -1). */
-  static ran(lib: NativeLib, failed: number, msg: string): NativeSubmission {
-    const s = new NativeSubmission(lib, null, null);
-    if (failed >= 0) s.error = nativeError(msg);
-    return s;
-  }
 
   /** Settles when the shim has finished (polled on the event loop once someone asks). */
   get done(): Promise<void> {
@@ -148,9 +131,8 @@ class NativeSubmission implements Submission {
 class Batch implements PendingState {
   open = true;
   sub: NativeSubmission | null = null;
-  /** Estimated work of the recorded instructions (kernelCost summed). */
-  cost = 0;
-  constructor(readonly writer: ProgramWriter, private readonly backend: NativeBackend) {}
+  /** @param sync - runs on the calling thread at flush (its outputs are plain buffers, never pending) */
+  constructor(readonly writer: ProgramWriter, private readonly backend: NativeBackend, readonly sync: boolean) {}
   wait(): void {
     if (this.open) this.backend.flush();
     this.sub?.wait();
@@ -276,11 +258,8 @@ export class NativeBackend implements BatchBackend {
       };
     }
     const w = words;
-    const cost = kernelCost(op, inputs, shape);
     return (ins, out) => {
-      const b = this.open();
-      b.writer.instr(code, w, out, ins);
-      b.cost += cost;
+      this.open().writer.instr(code, w, out, ins);
       this.counts[code]!++;
       this.stats.ops++;
     };
@@ -300,18 +279,33 @@ export class NativeBackend implements BatchBackend {
     };
   }
 
+  /** Whether the plan being recorded runs on the calling thread (see begin). */
+  private syncPlan = false;
+
+  /**
+   * A plan is about to run: a small one (SYNC_MAX_WORK) with nothing queued before it runs on the
+   * calling thread at flush, so its result, usually read at once, costs no thread hand-off; its
+   * outputs are then plain buffers. Larger plans are queued and JavaScript goes on meanwhile.
+   */
+  begin(work: number): void {
+    this.flush();
+    this.reap();
+    this.syncPlan = work <= SYNC_MAX_WORK && this.inflight.length === 0;
+  }
+
   /** The open batch (a new one when none is). */
   private open(): Batch {
     if (this.batch) return this.batch;
     const w = this.writers.pop() ?? new ProgramWriter(4096, true);
     w.reset();
-    return (this.batch = new Batch(w, this));
+    return (this.batch = new Batch(w, this, this.syncPlan));
   }
 
-  /** A dense output buffer of the plan being recorded: pending until its batch has run. */
+  /** A dense output buffer of the plan being recorded: pending until its batch has run (plain when it runs at flush). */
   allocOutput(dtype: DType, shape: readonly number[]): TensorData {
     const d = this.memory.alloc(dtype, shape);
-    return pendingData(dtype, d.shape, d.strides, 0, d.data, this.open());
+    const b = this.open();
+    return b.sync ? d : pendingData(dtype, d.shape, d.strides, 0, d.data, b);
   }
 
   /** A view of t's storage; pending storage stays pending (no wait). */
@@ -322,10 +316,9 @@ export class NativeBackend implements BatchBackend {
   }
 
   /**
-   * Submit the open batch as one command buffer (returns at once). A small batch (SYNC_MAX_COST)
-   * with nothing queued before it runs now on this thread instead: its result is usually read at
-   * once, and a hand-off to the executor and back costs more than the work. Either way an error is
-   * reported to whoever reads the outputs.
+   * Submit the open batch as one command buffer (returns at once; an error is reported to whoever
+   * reads the outputs). A small plan's batch (see begin) runs now on this thread instead, and
+   * throws its error here.
    */
   flush(): void {
     const b = this.batch;
@@ -337,16 +330,16 @@ export class NativeBackend implements BatchBackend {
       this.writers.push(w);
       return;
     }
-    this.reap();
     this.stats.submits++;
-    if (b.cost <= SYNC_MAX_COST && this.inflight.length === 0) {
+    if (b.sync) {
       this.stats.syncs++;
       const failed = this.lib.sym.loom_exec(w.bufAddr, w.n);
-      b.sub = NativeSubmission.ran(this.lib, failed, failed >= 0 ? cstr(this.lib.sym.loom_error()) : "");
       w.reset();
       if (this.writers.length < 4) this.writers.push(w);
+      if (failed >= 0) throw nativeError(cstr(this.lib.sym.loom_error()));
       return;
     }
+    this.reap();
     while (this.inflight.length >= MAX_IN_FLIGHT) this.inflight.shift()!.wait();
     const h = this.lib.sym.loom_submit(b.writer.bufAddr, b.writer.n, null, 0);
     const sub = new NativeSubmission(this.lib, h, b.writer, (w) => { w.reset(); if (this.writers.length < 4) this.writers.push(w); });
