@@ -123,7 +123,9 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     return this.node.dtype;
   }
   protected _make(op: OpDef, inputs: readonly LazyTensor[], attrs: unknown, shape: number[], dtype: DType): LazyTensor {
-    return new LazyTensor(new Node(op, inputs.map((i) => i.node), attrs, shape, dtype), this.device);
+    const nodes = new Array<Node>(inputs.length);
+    for (let i = 0; i < inputs.length; i++) nodes[i] = inputs[i]!.node;
+    return new LazyTensor(new Node(op, nodes, attrs, shape, dtype), this.device);
   }
   _constant(data: TensorData): LazyTensor {
     // literals the surface makes (wrapped scalars, masks): the compiler may fold ops over them

@@ -19,7 +19,7 @@ import {
 import {
   inferShape, normalizeDim, normalizeDims, numel, shapesEqual,
 } from "../tensor/shape.ts";
-import { fromValues, toFloat64, type TensorData } from "../tensor/storage.ts";
+import { fromValues, scalarData, toFloat64, type TensorData } from "../tensor/storage.ts";
 import { backendFor, moveData } from "./device.ts";
 import { formatTensor } from "./format.ts";
 import { indexPut, indexPutItems, valueShape } from "./index_put.ts";
@@ -163,7 +163,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   /** Wrap a scalar as a 0-d tensor of this kind with PyTorch's scalar promotion. */
   protected _wrap(o: Self | Scalar): Self {
     if (typeof o === "number" || typeof o === "boolean") {
-      return this._constant(fromValues(promoteWithScalar(this.dtype, o), [], [Number(o)]));
+      return this._constant(scalarData(promoteWithScalar(this.dtype, o), Number(o)));
     }
     return o;
   }
@@ -899,7 +899,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   // ---- constants like this ------------------------------------------------------------------
   /** A tensor of `value` with this shape and dtype (a broadcast view of one element). */
   full_like(value: number, dtype: DType = this.dtype): Self {
-    return this._constant(fromValues(dtype, [], [value])).expand(this.shape as number[]);
+    return this._constant(scalarData(dtype, value)).expand(this.shape as number[]);
   }
   zeros_like(): Self { return this.full_like(0); }
   ones_like(): Self { return this.full_like(1); }

@@ -110,6 +110,14 @@ export function toContiguous(t: TensorData, dtype: DType = t.dtype): TensorData 
 }
 
 /** Build a TensorData from a flat list of numbers (encoded for the dtype). */
+/** A 0-d TensorData holding `v` (a wrapped scalar: made once per scalar operand, so without the general path's copies). */
+export function scalarData(dtype: DType, v: number): TensorData {
+  const data = allocArray(dtype, 1);
+  const enc = encoder(dtype);
+  data[0] = enc ? enc(v) : v;
+  return { dtype, shape: [], strides: [], offset: 0, data };
+}
+
 export function fromValues(dtype: DType, shape: readonly number[], values: ArrayLike<number>): TensorData {
   const out = allocData(dtype, shape);
   const enc = encoder(dtype);
