@@ -3,6 +3,12 @@
  * elimination, constant folding, common-subexpression elimination; dead nodes vanish in every
  * rebuild. Every rewrite is exact: the simplified graph computes the same bits as the original
  * on the js backend (so `x + 0` is only removed for integers: -0 + 0 is +0 in IEEE 754).
+ *
+ * Contract with the plan cache's fast path (scheduler/fingerprint.ts): a rule may look at a
+ * constant's value only through `constantValue`, and only to compare it with a multiple of 1/8
+ * or -0 (0, 1, 2, 0.5, ...). The fingerprint records exactly those values; a rule that looks at
+ * other values (or at values of non-constant leaves) must extend it, or graphs that simplify
+ * differently would share a plan.
  */
 import { decoder, isFloating, type DType } from "../../tensor/dtype.ts";
 import { numel, shapesEqual } from "../../tensor/shape.ts";
