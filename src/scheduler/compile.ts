@@ -121,6 +121,7 @@ export function compile(roots: readonly Node[], backend: Backend, device = "cpu"
       }
       removeRecipe(w, r); // a folded value now simplifies differently: the full path makes a new one
     }
+    w = { ...w, words: w.words.slice(0, w.length) }; // the scratch words are reused by any later walk
   }
   const recorder = w ? new FoldRecorder(w, evaluate) : null;
   const raw = fromLazy(roots, retainAll);

@@ -357,7 +357,7 @@ export class Recipe {
     const outputs = graph.outputs.map((o) => origins(o.origins));
     const kept = plan.keep.map((k) => origins(graph.nodes[k.node]!.origins));
     if ([...outputs, ...kept].some((l) => l.includes(-1))) return null;
-    return new Recipe(plan, w.words.slice(0, w.length), recorder.folds, leaves, outputs, kept);
+    return new Recipe(plan, w.words.length === w.length ? w.words : w.words.slice(0, w.length), recorder.folds, leaves, outputs, kept);
   }
 }
 
