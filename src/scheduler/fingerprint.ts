@@ -143,6 +143,7 @@ function attrWords(v: unknown, n: number): number {
   words[n++] = textId(canon(v, false));
   return n;
 }
+
 const DTYPE_CODE: Record<string, number> = {
   float32: 0, float64: 1, float16: 2, bfloat16: 3, int32: 4, int64: 5, int8: 6, uint8: 7, bool: 8,
 };
@@ -171,6 +172,7 @@ function valueClass(d: TensorData, at: number): void {
  * @param context - a number naming backend, device and compiler options (see contextId)
  */
 export function walk(roots: readonly Node[], context: number, retainAll: boolean): Walk {
+  if (texts.size > MAX_TEXTS) clearRecipes(); // attrs with ever new values (texts): start the numbering again
   const ep = ++epoch;
   const nodes: Node[] = [];
   stackN.length = 0;
@@ -431,7 +433,6 @@ export function addRecipe(w: Walk, r: Recipe): void {
     l.splice(l.indexOf(old.recipe), 1);
     if (l.length === 0) byHash.delete(old.hash);
   }
-  if (texts.size > MAX_TEXTS) clearRecipes();
 }
 
 /** Forget recipe `r` of walked graph `w`. */

@@ -235,6 +235,11 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     const f = () => loom.rms_norm(x.lazy().mul(1.5), [512], w.lazy()).add(x.lazy()).eval();
     for (let i = 0; i < 5; i++) f().dataSync();
     const ws = workspaceBytes("cpu");
+    // the pool caches at most max(bytes in use, 32 MiB); earlier tests in the same process may have
+    // filled that with other sizes, and then freed outputs go back to the system: 64 MiB in use
+    // here (a native op's output: pooled) leaves room to cache this test's outputs whatever ran before
+    const ballast = loom.zeros([16 << 20]).add(1);
+    expect(nb.memory.stats().live).toBeGreaterThanOrEqual(64 << 20);
     const m0 = nb.memory.stats().misses;
     for (let i = 0; i < 40; i++) {
       f().dataSync();
@@ -245,5 +250,6 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     expect(workspaceBytes("cpu")).toBe(ws);
     // outputs come from the pool once the collector has returned earlier ones
     expect(nb.memory.stats().misses - m0).toBeLessThan(40);
+    expect(ballast.numel()).toBe(16 << 20);
   });
 });
