@@ -78,13 +78,15 @@ export function forEachStrided(
 
 /** Read a TensorData into a new contiguous array of JS numbers (half types decoded). */
 export function toFloat64(t: TensorData): Float64Array {
-  const out = new Float64Array(numel(t.shape));
+  const n = numel(t.shape);
   const dec = decoder(t.dtype);
   const src = t.data;
+  // the whole buffer, dense: one converting construction (no zero fill first)
+  if (!dec && t.offset === 0 && src.length === n && isDense(t)) return new Float64Array(src);
+  const out = new Float64Array(n);
   if (dec) forEachStrided(t.shape, [t], (i, idx) => { out[i] = dec(src, idx[0]!); });
   else if (isDense(t)) {
-    // one native converting copy (a subarray view only when needed: making one costs more than a small copy)
-    out.set(t.offset === 0 && src.length === out.length ? src : src.subarray(t.offset, t.offset + out.length));
+    out.set(src.subarray(t.offset, t.offset + n)); // one native converting copy
   }
   else forEachStrided(t.shape, [t], (i, idx) => { out[i] = src[idx[0]!]!; });
   return out;
