@@ -114,10 +114,10 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
   });
 
   test("a small plan after a queued one is queued behind it (JavaScript does not wait for the long one)", () => {
-    const S = 384;
+    const S = 512; // 40 products of 512³: ~11 GFLOP, far longer than recording the small plan below
     const eye = loom.eye(S);
     let big: any = loom.randn([S, S]).lazy();
-    for (let i = 0; i < 20; i++) big = big.matmul(eye.lazy());
+    for (let i = 0; i < 40; i++) big = big.matmul(eye.lazy());
     const b = big.eval(); // queued
     const y0 = nb.stats.syncs;
     const x = loom.randn([16]);
