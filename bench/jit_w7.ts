@@ -1,7 +1,7 @@
 /**
  * First-run cost of generated kernels on a whole training step: W7 (char-GPT LoRA step, lazy,
  * native) once with an empty kernel cache (compile) and again in a fresh process (disk hits).
- * `LOOM_CACHE_DIR=$(mktemp -d) bun scripts/jit_w7.ts` twice.
+ * `LOOM_CACHE_DIR=$(mktemp -d) bun bench/jit_w7.ts` twice.
  */
 import * as loom from "../src/index.ts";
 import { set_default_backend } from "../src/lazy/device.ts";

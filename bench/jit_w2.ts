@@ -1,6 +1,6 @@
 /**
  * W2 (gelu(x·a + b), 4M float32, lazy, native) with the exact kernels and with generated kernels,
- * plus the first-compile cost: `bun scripts/jit_w2.ts` (LOOM_CACHE_DIR to time a cold cache).
+ * plus the first-compile cost: `bun bench/jit_w2.ts` (LOOM_CACHE_DIR to time a cold cache).
  */
 import * as loom from "../src/index.ts";
 import { set_default_backend } from "../src/lazy/device.ts";
