@@ -127,6 +127,26 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     expect(b.dataSync().length).toBe(S * S);
   });
 
+  test("a js kernel in the middle of a queued plan: outputs written after it wait for those instructions too", () => {
+    // a 17-dim tensor is beyond the shim (16 dims): its ops run on the js backend inside the plan;
+    // the product after them is large, so the plan is queued, and its output is written after the
+    // js kernel (it used to wait only for the instructions before it and read unwritten memory)
+    const S = 512;
+    const a = loom.randn([S, S]), eye = loom.eye(S), t17 = loom.randn([...Array(16).fill(1), 2, 3]);
+    // 20 products of 512³ after the js kernels: the output is written long after they ran
+    const f = (x: any, t: any, e: any) => {
+      let y = x.mul(t.neg().sum());
+      for (let i = 0; i < 20; i++) y = y.matmul(e);
+      return y;
+    };
+    const want = bits(f(a, t17, eye));
+    const fb0 = nb.stats.fallbacks, sy0 = nb.stats.syncs;
+    const got = loom.with_compiler_options({ fuse: false, patterns: false }, () => f(a.lazy(), t17.lazy(), eye.lazy()).eval());
+    expect(nb.stats.fallbacks - fb0).toBeGreaterThan(0);
+    expect(nb.stats.syncs - sy0).toBe(0); // queued, not a small plan
+    expect(bits(got)).toEqual(want);
+  });
+
   test("an in-place write waits for queued plans reading the buffer; later plans see the new values", () => {
     const x = loom.randn([64, 64]);
     const before = bits(x);

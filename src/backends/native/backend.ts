@@ -130,16 +130,21 @@ class NativeSubmission implements Submission {
 /** The batch a compiled plan records into, and what its pending outputs wait for. */
 class Batch implements PendingState {
   open = true;
-  sub: NativeSubmission | null = null;
+  /**
+   * The command buffers this plan's instructions went into: one, unless a kernel had to run on
+   * the js backend in the middle (the instructions before it are submitted then, see `drain`).
+   * The plan's outputs wait for all of them.
+   */
+  subs: NativeSubmission[] = [];
   /** @param sync - runs on the calling thread at flush (its outputs are plain buffers, never pending) */
-  constructor(readonly writer: ProgramWriter, private readonly backend: NativeBackend, readonly sync: boolean) {}
+  constructor(public writer: ProgramWriter, private readonly backend: NativeBackend, readonly sync: boolean) {}
   wait(): void {
     if (this.open) this.backend.flush();
-    this.sub?.wait();
+    for (const s of this.subs) s.wait();
   }
   done(): Promise<void> {
     if (this.open) this.backend.flush();
-    return this.sub ? this.sub.done : Promise.resolve();
+    return Promise.all(this.subs.map((s) => s.done)).then(() => {});
   }
 }
 
@@ -251,10 +256,13 @@ export class NativeBackend implements BatchBackend {
     }
     if (code === undefined || words === null) {
       const js = jsBackend.prepare(op, inputs, attrs, shape, dtype);
+      // after drain() everything before has run: read and write the raw buffers (their pending
+      // getters would close the plan's batch, whose later instructions its outputs also wait for)
+      const raw = (t: TensorData): TensorData => ({ dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, data: rawData(t) });
       return (ins, out) => {
-        this.synchronize();
+        this.drain();
         this.stats.fallbacks++;
-        js(ins, out);
+        js(ins.map(raw), raw(out));
       };
     }
     const w = words;
@@ -325,6 +333,11 @@ export class NativeBackend implements BatchBackend {
     if (!b) return;
     this.batch = null;
     b.open = false;
+    this.submitBatch(b);
+  }
+
+  /** Submit (or, for a small plan, run now) the instructions recorded in `b.writer`. */
+  private submitBatch(b: Batch): void {
     const w = b.writer;
     if (w.count === 0) {
       this.writers.push(w);
@@ -341,10 +354,30 @@ export class NativeBackend implements BatchBackend {
     }
     this.reap();
     while (this.inflight.length >= MAX_IN_FLIGHT) this.inflight.shift()!.wait();
-    const h = this.lib.sym.loom_submit(b.writer.bufAddr, b.writer.n, null, 0);
-    const sub = new NativeSubmission(this.lib, h, b.writer, (w) => { w.reset(); if (this.writers.length < 4) this.writers.push(w); });
-    b.sub = sub;
+    const h = this.lib.sym.loom_submit(w.bufAddr, w.n, null, 0);
+    const sub = new NativeSubmission(this.lib, h, w, (x) => { x.reset(); if (this.writers.length < 4) this.writers.push(x); });
+    b.subs.push(sub);
     this.inflight.push(sub);
+  }
+
+  /**
+   * Before a js kernel inside a plan: run everything recorded so far and wait for it, but keep
+   * the plan's batch open (its outputs, allocated when the plan started, must also wait for the
+   * instructions recorded after the js kernel: they go into the same batch's next command buffer).
+   */
+  private drain(): void {
+    const b = this.batch;
+    if (b && b.writer.count > 0) {
+      this.submitBatch(b);
+      const w = this.writers.pop() ?? new ProgramWriter(4096, true);
+      w.reset();
+      b.writer = w;
+    }
+    const subs = this.inflight;
+    this.inflight = [];
+    for (const s of subs) {
+      try { s.wait(); } catch { /* reported by the outputs' reads */ }
+    }
   }
 
   /** Drop finished submissions (collecting them frees their records and buffers). */
