@@ -63,7 +63,7 @@ export const JIT_CONTRACT: Contract = {
  */
 export const FAST_CONTRACT: Contract = {
   kind: "bound", atol: 1e-5, rtol: 1.3e-6,
-  source: "glibc libmvec float32 variants ≤ 4 ulp, a per-element running error bound (≤ 9.5e-6 + 1e-6·|v|) or the double kernel's value",
+  source: "glibc libmvec float32 variants ≤ 4 ulp and Loom's erf (jit_fast.ts ERF_ABS_BOUND, measured), a per-element running error bound (≤ 9.5e-6 + 1e-6·|v|) or the double kernel's value",
 };
 
 /** Flags: the native build's, plus -fno-trapping-math so floor/ceil/rint vectorize (no FP traps are used). */
@@ -135,7 +135,7 @@ let pending: Entry[] = [];
 const libs: unknown[] = []; // dlopen handles, kept for the life of the process
 
 function hashOf(text: string): string {
-  return createHash("sha256").update(text).update(JIT_CFLAGS.join(" ")).update(compiler()).update(cpus()[0]?.model ?? "").update(process.arch).digest("hex").slice(0, 20);
+  return createHash("sha256").update(PRELUDE).update(text).update(JIT_CFLAGS.join(" ")).update(compiler()).update(cpus()[0]?.model ?? "").update(process.arch).digest("hex").slice(0, 20);
 }
 
 /** Load `names` from the library at `path` into their entries; false when that fails. */
