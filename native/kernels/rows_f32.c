@@ -98,6 +98,11 @@ static double expf_row(const float *v, float m, float *e, int64_t n) {
     float d = a + nm; /* TwoSum(a, -m): d + c == a - m exactly */
     float a1 = d - nm, b1 = d - a1;
     float c = (a - a1) + (nm - b1);
+    /* below -87 (or -inf) computed at -87, then times 0: selects of computed values, not a
+       branch (gcc will not if-convert float ops it would have to speculate) */
+    float keep = d < -87.0f ? 0.0f : 1.0f;
+    c = d < -87.0f ? 0.0f : c;
+    d = d < -87.0f ? -87.0f : d;
     float t = fmaf(d, 1.44269504088896341f, 0x1.8p23f); /* 1.5·2^23 + round(d·log2 e) */
     float k = t - 0x1.8p23f;
     float r = fmaf(k, -0.693359375f, d);
@@ -116,7 +121,7 @@ static double expf_row(const float *v, float m, float *e, int64_t n) {
     bits = (bits + 127u) << 23;
     float s;
     memcpy(&s, &bits, 4);
-    float x = d < -87.0f ? 0.0f : p * s;
+    float x = p * s * keep; /* NaN stays NaN (keep is 1 for it) */
     e[j] = x;
     z += (double)x;
   }
