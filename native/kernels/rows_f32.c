@@ -16,6 +16,9 @@
  * exact kernel's bits.
  */
 #include "common.h"
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 /**
  * exp(d) for d <= 0 (or NaN) in double: Cody–Waite reduction d = k·ln2 + r, |r| <= ln2/2
@@ -98,11 +101,10 @@ static double expf_row(const float *v, float m, float *e, int64_t n) {
     float d = a + nm; /* TwoSum(a, -m): d + c == a - m exactly */
     float a1 = d - nm, b1 = d - a1;
     float c = (a - a1) + (nm - b1);
-    /* below -87 (or -inf) computed at -87, then times 0: selects of computed values, not a
-       branch (gcc will not if-convert float ops it would have to speculate) */
-    float keep = d < -87.0f ? 0.0f : 1.0f;
-    c = d < -87.0f ? 0.0f : c;
-    d = d < -87.0f ? -87.0f : d;
+    /* below -87 (or -inf) the value is computed anyway (garbage) and its bits are cleared: an
+       AND of computed values, not a ternary on p·s, which gcc turns into a branch (it will not
+       speculate float ops) and then cannot vectorize */
+    uint32_t keep = d < -87.0f ? 0u : ~0u; /* NaN: kept, and NaN all through */
     float t = fmaf(d, 1.44269504088896341f, 0x1.8p23f); /* 1.5·2^23 + round(d·log2 e) */
     float k = t - 0x1.8p23f;
     float r = fmaf(k, -0.693359375f, d);
@@ -121,7 +123,10 @@ static double expf_row(const float *v, float m, float *e, int64_t n) {
     bits = (bits + 127u) << 23;
     float s;
     memcpy(&s, &bits, 4);
-    float x = p * s * keep; /* NaN stays NaN (keep is 1 for it) */
+    float x = p * s;
+    memcpy(&bits, &x, 4);
+    bits &= keep;
+    memcpy(&x, &bits, 4);
     e[j] = x;
     z += (double)x;
   }
@@ -131,12 +136,23 @@ static double expf_row(const float *v, float m, float *e, int64_t n) {
 /**
  * softmax of one float32 row with float32 exponentials (fused_softmax_f32x): max in float,
  * e = expf_row, Z = Σ e in double, y = e · fl32(1/Z) in float. NaN rows as softmax_row_f32.
+ * `nt`: out is 64-byte aligned, n a multiple of 16, and the whole output too large to stay in
+ * cache: y is written with non-temporal stores (no read-for-ownership of lines the kernel only
+ * overwrites; the caller fences), the same values.
  */
-static void softmax_row_f32x(const float *v, float *out, float *e, int64_t n) {
+static void softmax_row_f32x(const float *v, float *out, float *e, int64_t n, int nt) {
   float mf = -INFINITY;
 #pragma omp simd reduction(max : mf)
   for (int64_t j = 0; j < n; j++) mf = v[j] > mf ? v[j] : mf;
   float r = (float)(1.0 / expf_row(v, mf, e, n));
+#ifdef __AVX512F__
+  if (nt) {
+    __m512 rv = _mm512_set1_ps(r);
+    for (int64_t j = 0; j < n; j += 16) _mm512_stream_ps(out + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), rv));
+    return;
+  }
+#endif
+  (void)nt;
 #pragma omp simd
   for (int64_t j = 0; j < n; j++) out[j] = e[j] * r;
 }
@@ -147,7 +163,7 @@ typedef struct {
   const tdesc *ins;
   float *out;
   int64_t n, os[LOOM_MAXD]; /* row length; sizes of the outer dims */
-  int no, fast; /* fast: fused_softmax_f32x (float32 exp) */
+  int no, fast, nt; /* fast: fused_softmax_f32x (float32 exp); nt: its non-temporal stores */
 } smf_ctx;
 
 static void smf_rows(void *vc, int64_t r0, int64_t r1) {
@@ -212,9 +228,12 @@ static void smf_rows(void *vc, int64_t r0, int64_t r1) {
       }
       rp[c->dst] = own;
     }
-    if (C->fast) softmax_row_f32x(rp[P->code[P->out].dst], C->out + r * n, (float *)e, n);
+    if (C->fast) softmax_row_f32x(rp[P->code[P->out].dst], C->out + r * n, (float *)e, n, C->nt);
     else softmax_row_f32(rp[P->code[P->out].dst], C->out + r * n, e, n);
   }
+#ifdef __AVX512F__
+  if (C->nt) _mm_sfence(); /* the streamed rows are visible before the pool reports this chunk done */
+#endif
 }
 
 int k_softmax_f32(const loom_instr *I) {
@@ -246,6 +265,8 @@ int k_softmax_f32(const loom_instr *I) {
   int64_t rows = 1;
   for (int d = 0; d < C.no; d++) { C.os[d] = P.shape[d]; rows *= P.shape[d]; }
   if (rows == 0 || C.n == 0) return 0;
+  /* outputs beyond 8 MiB (past the last-level cache of the machines measured) are streamed */
+  C.nt = C.fast && C.n % 16 == 0 && ((uintptr_t)C.out & 63) == 0 && rows * C.n >= (1 << 21);
   loom_parallel_for(rows, 32768 / (C.n * (P.ncode + 4)) + 1, smf_rows, &C);
   return 0;
 }
