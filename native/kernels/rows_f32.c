@@ -9,6 +9,8 @@
  * and everything after the prologue runs in double lanes: exact float→double conversions,
  * double sums (8 lanes), a branch-free double exp (exp_neg, relative error < 1e-11), double
  * division and sqrt; the result is rounded to float32 once. Rows are split over Loom's pool.
+ * fused_softmax_f32x is the same kernel with exp in float32 lanes (expf_row: twice the lanes,
+ * within 2.5 float ulps) and two float roundings at the end: a looser bound (rows.ts) for speed.
  *
  * The softmax prologue (scale, additive or `where` mask) is evaluated in float32 arithmetic, one
  * op at a time over the whole row: + - · / of float32 values rounded to float32 equal the exact
@@ -16,9 +18,6 @@
  * exact kernel's bits.
  */
 #include "common.h"
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 
 /**
  * exp(d) for d <= 0 (or NaN) in double: Cody–Waite reduction d = k·ln2 + r, |r| <= ln2/2
@@ -136,23 +135,13 @@ static double expf_row(const float *v, float m, float *e, int64_t n) {
 /**
  * softmax of one float32 row with float32 exponentials (fused_softmax_f32x): max in float,
  * e = expf_row, Z = Σ e in double, y = e · fl32(1/Z) in float. NaN rows as softmax_row_f32.
- * `nt`: out is 64-byte aligned, n a multiple of 16, and the whole output too large to stay in
- * cache: y is written with non-temporal stores (no read-for-ownership of lines the kernel only
- * overwrites; the caller fences), the same values.
+ * (Non-temporal stores of y for large outputs were tried: no gain measurable on W3.)
  */
-static void softmax_row_f32x(const float *v, float *out, float *e, int64_t n, int nt) {
+static void softmax_row_f32x(const float *v, float *out, float *e, int64_t n) {
   float mf = -INFINITY;
 #pragma omp simd reduction(max : mf)
   for (int64_t j = 0; j < n; j++) mf = v[j] > mf ? v[j] : mf;
   float r = (float)(1.0 / expf_row(v, mf, e, n));
-#ifdef __AVX512F__
-  if (nt) {
-    __m512 rv = _mm512_set1_ps(r);
-    for (int64_t j = 0; j < n; j += 16) _mm512_stream_ps(out + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), rv));
-    return;
-  }
-#endif
-  (void)nt;
 #pragma omp simd
   for (int64_t j = 0; j < n; j++) out[j] = e[j] * r;
 }
@@ -163,7 +152,7 @@ typedef struct {
   const tdesc *ins;
   float *out;
   int64_t n, os[LOOM_MAXD]; /* row length; sizes of the outer dims */
-  int no, fast, nt; /* fast: fused_softmax_f32x (float32 exp); nt: its non-temporal stores */
+  int no, fast; /* fast: fused_softmax_f32x (float32 exp) */
 } smf_ctx;
 
 static void smf_rows(void *vc, int64_t r0, int64_t r1) {
@@ -228,12 +217,9 @@ static void smf_rows(void *vc, int64_t r0, int64_t r1) {
       }
       rp[c->dst] = own;
     }
-    if (C->fast) softmax_row_f32x(rp[P->code[P->out].dst], C->out + r * n, (float *)e, n, C->nt);
+    if (C->fast) softmax_row_f32x(rp[P->code[P->out].dst], C->out + r * n, (float *)e, n);
     else softmax_row_f32(rp[P->code[P->out].dst], C->out + r * n, e, n);
   }
-#ifdef __AVX512F__
-  if (C->nt) _mm_sfence(); /* the streamed rows are visible before the pool reports this chunk done */
-#endif
 }
 
 int k_softmax_f32(const loom_instr *I) {
@@ -265,8 +251,6 @@ int k_softmax_f32(const loom_instr *I) {
   int64_t rows = 1;
   for (int d = 0; d < C.no; d++) { C.os[d] = P.shape[d]; rows *= P.shape[d]; }
   if (rows == 0 || C.n == 0) return 0;
-  /* outputs beyond 8 MiB (past the last-level cache of the machines measured) are streamed */
-  C.nt = C.fast && C.n % 16 == 0 && ((uintptr_t)C.out & 63) == 0 && rows * C.n >= (1 << 21);
   loom_parallel_for(rows, 32768 / (C.n * (P.ncode + 4)) + 1, smf_rows, &C);
   return 0;
 }

@@ -4,7 +4,7 @@
  * (rows.ts derives it: atol 2^-125, rtol 5e-7): odd row lengths (1, 7, 17, 1000, 4097) and the
  * longest row it takes (MAX_SOFTMAX_ROW), large/negative/tiny values, differences v − max that
  * float32 subtraction would round (the kernel's TwoSum keeps them), the exponential over its
- * whole range and past the cut-off at −87, outputs large enough to be streamed, -inf masks (a fully masked row is NaN, as the
+ * whole range and past the cut-off at −87, a large [2048, 1024] output, -inf masks (a fully masked row is NaN, as the
  * decomposition), NaN/+inf inputs, scale prologues. Selection: the default tolerance takes it; a
  * tolerance tighter than its contract takes native.fused_softmax.f32; "exact" takes neither and
  * equals eager bit for bit. The references are computed here in float64 from the input values;
@@ -116,7 +116,7 @@ describe.skipIf(!NATIVE)("native.fused_softmax.f32x (float32 exp)", () => {
     expect(impls(loom.softmax(t(values(n + 1, 1), [1, n + 1]).lazy(), -1))).toContain(EXACT);
   });
 
-  test("an output of 2^21 elements and more, rows a multiple of 16: written with non-temporal stores, same bound", () => {
+  test("a large output [2048, 1024], plain and scaled with masked entries", () => {
     const r = 2048, n = 1024, v = values(r * n, 5, 0, 11);
     within(run(() => loom.softmax(t(v, [r, n]).lazy(), -1)), softmaxRef(v, n), SOFTMAX_X_CONTRACT);
     const w = values(r * n, 2, 0, 12).map((x, k) => (k % 37 === 5 ? -Infinity : x)); // with masked entries
