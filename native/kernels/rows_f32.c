@@ -9,6 +9,8 @@
  * and everything after the prologue runs in double lanes: exact float→double conversions,
  * double sums (8 lanes), a branch-free double exp (exp_neg, relative error < 1e-11), double
  * division and sqrt; the result is rounded to float32 once. Rows are split over Loom's pool.
+ * fused_softmax_f32x is the same kernel with exp in float32 lanes (expf_row: twice the lanes,
+ * within 2.5 float ulps) and two float roundings at the end: a looser bound (rows.ts) for speed.
  *
  * The softmax prologue (scale, additive or `where` mask) is evaluated in float32 arithmetic, one
  * op at a time over the whole row: + - · / of float32 values rounded to float32 equal the exact
@@ -75,13 +77,82 @@ static void softmax_row_f32(const float *v, float *out, double *e, int64_t n) {
   for (int64_t j = 0; j < n; j++) out[j] = (float)(e[j] * r);
 }
 
+/**
+ * e[j] = exp(v[j] - m) in FLOAT32 lanes (16 per AVX-512 vector) for j < n, m = max v (float32);
+ * returns Σ e[j] summed in double. The error analysis is rows.ts's SOFTMAX_X_CONTRACT; in short:
+ * - d + c = v − m exactly (Knuth's TwoSum, 6 float ops; c carries fl(v − m)'s rounding, so the
+ *   argument of exp is not off by |v − m|·2^-24);
+ * - k = round(d·log2 e) by the 1.5·2^23 trick (one fma: the exact product rounded to an integer);
+ *   r = d − k·C1 − k·C2 + c with Cephes' split C1 = 355/512 (9 bits: k·C1 is exact, and d − k·C1 is
+ *   a multiple of ulp(d) below 2·2^⌊log2|d|⌋, so the first fma is exact), |r| ≤ 0.3466;
+ * - e^r by the degree-7 Taylor polynomial in float Horner form (7 fmas), times 2^k made in the
+ *   exponent bits (exact: k ∈ [-126, 0] for d ≥ -87);
+ * - d < -87 gives 0 (exp(-87) < 1.7e-38, below the contract's atol); NaN stays NaN (the select
+ *   is false for it), -inf gives 0. Branch-free, so the loop vectorizes without libmvec.
+ * Relative error of each e[j] where it is normal: < 1.5e-7 (2.5 float ulps; rows.ts derives it).
+ */
+static double expf_row(const float *v, float m, float *e, int64_t n) {
+  double z = 0;
+  const float nm = -m;
+#pragma omp simd reduction(+ : z)
+  for (int64_t j = 0; j < n; j++) {
+    float a = v[j];
+    float d = a + nm; /* TwoSum(a, -m): d + c == a - m exactly */
+    float a1 = d - nm, b1 = d - a1;
+    float c = (a - a1) + (nm - b1);
+    /* below -87 (or -inf) the value is computed anyway (garbage) and its bits are cleared: an
+       AND of computed values, not a ternary on p·s, which gcc turns into a branch (it will not
+       speculate float ops) and then cannot vectorize */
+    uint32_t keep = d < -87.0f ? 0u : ~0u; /* NaN: kept, and NaN all through */
+    float t = fmaf(d, 1.44269504088896341f, 0x1.8p23f); /* 1.5·2^23 + round(d·log2 e) */
+    float k = t - 0x1.8p23f;
+    float r = fmaf(k, -0.693359375f, d);
+    r = fmaf(k, 2.12194440e-4f, r);
+    r = r + c;
+    float p = 1.98412698e-4f; /* 1/7! ... 1/0! */
+    p = fmaf(p, r, 1.38888889e-3f);
+    p = fmaf(p, r, 8.33333333e-3f);
+    p = fmaf(p, r, 4.16666667e-2f);
+    p = fmaf(p, r, 1.66666667e-1f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    uint32_t bits; /* t's low bits hold k (two's complement): 2^k = (k + 127) << 23 */
+    memcpy(&bits, &t, 4);
+    bits = (bits + 127u) << 23;
+    float s;
+    memcpy(&s, &bits, 4);
+    float x = p * s;
+    memcpy(&bits, &x, 4);
+    bits &= keep;
+    memcpy(&x, &bits, 4);
+    e[j] = x;
+    z += (double)x;
+  }
+  return z;
+}
+
+/**
+ * softmax of one float32 row with float32 exponentials (fused_softmax_f32x): max in float,
+ * e = expf_row, Z = Σ e in double, y = e · fl32(1/Z) in float. NaN rows as softmax_row_f32.
+ * (Non-temporal stores of y for large outputs were tried: no gain measurable on W3.)
+ */
+static void softmax_row_f32x(const float *v, float *out, float *e, int64_t n) {
+  float mf = -INFINITY;
+#pragma omp simd reduction(max : mf)
+  for (int64_t j = 0; j < n; j++) mf = v[j] > mf ? v[j] : mf;
+  float r = (float)(1.0 / expf_row(v, mf, e, n));
+#pragma omp simd
+  for (int64_t j = 0; j < n; j++) out[j] = e[j] * r;
+}
+
 /* ---- fused_softmax.f32: attrs [dim, prologue program]; dim is the last; out dense ---------- */
 typedef struct {
   const prog_t *P;
   const tdesc *ins;
   float *out;
   int64_t n, os[LOOM_MAXD]; /* row length; sizes of the outer dims */
-  int no;
+  int no, fast; /* fast: fused_softmax_f32x (float32 exp) */
 } smf_ctx;
 
 static void smf_rows(void *vc, int64_t r0, int64_t r1) {
@@ -146,7 +217,8 @@ static void smf_rows(void *vc, int64_t r0, int64_t r1) {
       }
       rp[c->dst] = own;
     }
-    softmax_row_f32(rp[P->code[P->out].dst], C->out + r * n, e, n);
+    if (C->fast) softmax_row_f32x(rp[P->code[P->out].dst], C->out + r * n, (float *)e, n);
+    else softmax_row_f32(rp[P->code[P->out].dst], C->out + r * n, e, n);
   }
 }
 
@@ -171,6 +243,7 @@ int k_softmax_f32(const loom_instr *I) {
     if (!ok) { loom_set_error("fused_softmax_f32: prologue code %d not supported", k); return 1; }
   }
   C.P = &P;
+  C.fast = I->op == OP_fused_softmax_f32x;
   C.ins = I->in;
   C.out = (float *)I->out.p + I->out.off;
   C.n = P.shape[dim];

@@ -3,7 +3,8 @@
  * implementations of the named patterns fused_softmax, fused_rms_norm and fused_layer_norm.
  * The exact kernels (fused.c) replay each decomposition op by op in 512-element double blocks,
  * rounding every intermediate to float32; these read each row once as float32, compute
- * everything after the prologue in double lanes and round the result to float32 once.
+ * everything after the prologue in double lanes and round the result to float32 once, except
+ * fused_softmax.f32x, which evaluates exp in float32 lanes (twice the lanes) for a looser bound.
  *
  * Bounds (|y − ref| ≤ atol + rtol·|ref|, ref = the decomposition in float64, rounded to float32):
  * let u = 2^-53 (double rounding), γ_k = k·u/(1 − k·u) (a sum of k terms, Higham, Accuracy and
@@ -25,6 +26,28 @@
  *   atol 1e-8, rtol 2.4e-7.
  * Value conditions checked by the kernel at run time (eps ≥ 0; layer_norm's |w| ≤ 2^10 and
  * |b| ≤ 2^20) send the instruction to the exact kernel instead, as `applies` false would.
+ * - softmax with float32 exponentials (`native.fused_softmax.f32x`, rows_f32.c expf_row; rank 5, so
+ *   the default tolerance prefers it): u = 2^-24 now. Each e = exp(v − m) in float32 lanes:
+ *   (a) argument: TwoSum gives d + c = v − m exactly; k = round(d·L), L = fl32(log2 e), so
+ *   |d − k·ln2| ≤ 0.5/L + |k|·|1/L − ln2| ≤ 0.346574 + 1.2e-6 and |r| ≤ R = 0.3466 (|c| ≤ 87u);
+ *   r1 = d − k·C1 is exact (C1 = 355/512; see expf_row), r2 = fl(r1 − k·C2) and r = fl(r2 + c)
+ *   round twice (2·R·u) and fl32(C2) is off ln2 − C1 by 1.7e-12 (·|k| ≤ 126): |Δr| ≤ 4.16e-8,
+ *   a relative error of e^r of at most that (1 + 1e-7);
+ *   (b) polynomial: the degree-7 Taylor remainder R^8/8!·e^R over e^-R is ≤ 1.04e-8; the float
+ *   coefficients 1/i! (i ≥ 2) are off by u/i!: ≤ u·(e^R − 1 − R)·e^2R ≤ 8.1e-9;
+ *   (c) Horner in 7 fmas: each rounds its partial value q_i once (u·|q_i|), reaching the result
+ *   times r^i: ≤ u·max_|r|≤R Σ_{i<7} |q_i(r)|·|r|^i / P(r) = 1.5001u = 8.95e-8 (evaluated on a
+ *   fine grid of r; to first order in u);
+ *   (d) 2^k through the exponent bits is exact (k ∈ [−126, 0]); p·2^k rounds only where it is
+ *   subnormal (2^-150 absolute); d < −87 gives 0 (true value < exp(−87) < 1.7e-38).
+ *   So e = exp(v − m)·(1 + ε), |ε| ≤ E = 1.50e-7 where e is normal (the exhaustive check over
+ *   every float32 d in [−87, 0] against exp in double measured 7.9e-8, 1.32u). Z = Σ e in double
+ *   (8 lanes: γ_{n/8+3} with 2^-53, ≤ 1.6e-11 for n ≤ 2^20) has relative error ≤ E + 1.6e-11;
+ *   ρ = fl32(1/Z in double) adds u + 2^-53, y = fl32(e·ρ) adds u. Hence
+ *   |y − ref| ≤ (2E + 2u + 2^-52 + O(u²))·|ref| ≤ 4.2e-7·|ref|, and against fl32(ref) another
+ *   u·|ref|: 4.8e-7, below rtol 5e-7. The absolute term: the cut-off entries (< 1.7e-38 after
+ *   dividing by Z ≥ 1) and three subnormal roundings (e, y, fl32(ref): 2^-150 each) stay below
+ *   atol 2^-125 (2.35e-38). Rows up to MAX_SOFTMAX_ROW (the sum term is negligible there).
  * The softmax prologue (scale, additive mask, `where` mask: + − · / neg where cast, logical_not
  * of bools; float32 or bool loads) is evaluated in float32, which rounds each op as the exact
  * kernel does (double has more than 2·24 + 2 bits): ref is the softmax in float64 of those
@@ -56,6 +79,13 @@ const SUBNORMAL = 2 ** -148;
 const SOURCE = "src/backends/native/rows.ts (double lanes, one rounding; exp_neg's Taylor remainder < 1e-11; Higham §4.2 sums)";
 export const SOFTMAX_CONTRACT: Contract = { kind: "bound", atol: SUBNORMAL, rtol: TWO_ULP, source: SOURCE };
 export const RMS_NORM_CONTRACT: Contract = { kind: "bound", atol: SUBNORMAL, rtol: TWO_ULP, source: SOURCE };
+/** fused_softmax with float32 exponentials: rows.ts's docstring derives it (within FLOAT32_TOLERANCE). */
+export const SOFTMAX_X_CONTRACT: Contract = {
+  kind: "bound", atol: 2 ** -125, rtol: 5e-7,
+  source: "src/backends/native/rows.ts (float32 exp: TwoSum argument, Cody–Waite, degree-7 Taylor in Horner fmas, E ≤ 1.5e-7; double sum; two float roundings)",
+};
+/** Preferred over the double-lane softmax where both apply and the tolerance admits it. */
+const RANK_X = 5;
 export const LAYER_NORM_CONTRACT: Contract = { kind: "bound", atol: 1e-8, rtol: TWO_ULP, source: SOURCE };
 
 /** The shapes the shim takes (as NativeBackend.fits): at most 16 dims and 64 inputs, nothing empty. */
@@ -84,10 +114,14 @@ function rowsContiguous(x: InputLayout, dims: number): boolean {
   return true;
 }
 
-function softmax(b: NativeBackend): Implementation {
+/** fused_softmax.f32 (double exp, `fast` false) or fused_softmax.f32x (float32 exp): the same operands and applications. */
+function softmax(b: NativeBackend, fast: boolean): Implementation {
   return {
-    id: "native.fused_softmax.f32", op: "fused_softmax", contract: SOFTMAX_CONTRACT, rank: RANK,
-    doc: "float32 rows over the last dim, simple prologue (scale, mask), double lanes and exp, one rounding",
+    id: fast ? "native.fused_softmax.f32x" : "native.fused_softmax.f32", op: "fused_softmax",
+    contract: fast ? SOFTMAX_X_CONTRACT : SOFTMAX_CONTRACT, rank: fast ? RANK_X : RANK,
+    doc: fast
+      ? "float32 rows over the last dim, simple prologue (scale, mask), float32-lane exp (16 per vector), double sum, rtol 5e-7"
+      : "float32 rows over the last dim, simple prologue (scale, mask), double lanes and exp, one rounding",
     applies: (a) => {
       const at = a.attrs as FusedSoftmaxAttrs;
       const nd = at.prologue.shape.length;
@@ -95,7 +129,7 @@ function softmax(b: NativeBackend): Implementation {
       if (normalizeDim("softmax", at.dim, nd) !== nd - 1 || at.prologue.shape[nd - 1]! > MAX_SOFTMAX_ROW) return false;
       return simplePrologue(at.prologue, a.inputs);
     },
-    prepare: (a) => b.instruction("fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
+    prepare: (a) => b.instruction(fast ? "fused_softmax_f32x" : "fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
   };
 }
 
@@ -121,7 +155,8 @@ function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm"): Impl
 /** The bounded row implementations on `b` (none when the shim was built without them). */
 export function rowImplementations(b: NativeBackend): Implementation[] {
   const out: Implementation[] = [];
-  if (b.lib.opcodes.has("fused_softmax_f32")) out.push(softmax(b));
+  if (b.lib.opcodes.has("fused_softmax_f32")) out.push(softmax(b, false));
+  if (b.lib.opcodes.has("fused_softmax_f32x")) out.push(softmax(b, true));
   if (b.lib.opcodes.has("fused_rms_norm_f32")) out.push(norm(b, "fused_rms_norm"));
   if (b.lib.opcodes.has("fused_layer_norm_f32")) out.push(norm(b, "fused_layer_norm"));
   return out;
