@@ -25,7 +25,6 @@
  * the source holds only the structure (ops, dtypes, collapsed rank, which strides are 0 or 1),
  * so a program at another size or offset reuses the compiled kernel.
  */
-import type { ElementwiseOp } from "../../graph/op.ts";
 import type { FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
 import type { Instr, LoadInstr, Program } from "../../graph/passes/program.ts";
 import type { DType } from "../../tensor/dtype.ts";
@@ -54,44 +53,67 @@ const DISCONTINUOUS = new Set([
 /** Ops whose result is 0/1 and so may have dtype bool. */
 const BOOLEAN_VALUED = new Set(["isnan", "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "cast", "where", "contiguous", "maximum", "minimum"]);
 
-const NAN = "__builtin_nan(\"\")";
+/**
+ * The spelling of one C evaluation precision: the double kernels (jit_codegen.ts) and the
+ * float32 fast kernels (jit_fast.ts) generate the same expressions through it.
+ */
+export interface CPrecision {
+  /** The C type. */
+  readonly type: "double" | "float";
+  /** Suffix of builtins and literals ("" or "f"). */
+  readonly f: "" | "f";
+  /** The C function computing a transcendental registry op (null: not supported at this precision). */
+  readonly fn: (name: string) => string | null;
+  /** pow with JS's special cases (null: not supported at this precision). */
+  readonly pow: boolean;
+}
 
-/** C expression of one op over operand expressions (the registry's `ref` semantics, in double). */
-export function opExpr(op: ElementwiseOp<any>, dtype: DType, [a = "0", b = "0", c = "0"]: readonly string[]): string | null {
-  switch (op.name) {
+const NAN = "__builtin_nan(\"\")";
+const DOUBLE_FNS = new Set(["exp", "log", "log1p", "sin", "cos", "tanh", "erf"]);
+/** Double evaluation: libm/libmvec double functions. */
+export const DOUBLE: CPrecision = { type: "double", f: "", fn: (n) => (DOUBLE_FNS.has(n) ? n : null), pow: true };
+
+/**
+ * C expression of one op over operand expressions (the registry's `ref` semantics) at precision
+ * `P`; `bool` when the op's result dtype is bool. Null for ops this precision leaves out.
+ */
+export function opExpr(name: string, P: CPrecision, bool: boolean, [a = "0", b = "0", c = "0"]: readonly string[]): string | null {
+  const T = P.type, f = P.f, nan = `__builtin_nan${f}("")`, one = f ? "1.0f" : "1.0";
+  const fn = P.fn(name);
+  if (fn) return `${fn}(${a})`;
+  switch (name) {
     case "neg": return `(-${a})`;
-    case "abs": return `__builtin_fabs(${a})`;
-    case "sign": return `(double)((${a} > 0) - (${a} < 0))`; // NaN and ±0 give 0, as the ref
-    case "exp": case "log": case "log1p": case "sin": case "cos": case "tanh": case "erf": return `${op.name}(${a})`;
-    case "sqrt": return `__builtin_sqrt(${a})`;
-    case "rsqrt": return `(1.0 / __builtin_sqrt(${a}))`;
-    case "reciprocal": return `(1.0 / ${a})`;
-    case "sigmoid": return `(1.0 / (1.0 + exp(-${a})))`;
-    case "relu": return `((${a} > 0 || ${a} != ${a}) ? ${a} : 0.0)`;
-    case "floor": return `__builtin_floor(${a})`;
-    case "ceil": return `__builtin_ceil(${a})`;
-    case "round": return `__builtin_rint(${a})`; // the default rounding mode: half to even, as torch.round
-    case "isnan": return `(double)(${a} != ${a})`;
-    case "logical_not": return `(double)(${a} == 0)`;
+    case "abs": return `__builtin_fabs${f}(${a})`;
+    case "sign": return `(${T})((${a} > 0) - (${a} < 0))`; // NaN and ±0 give 0, as the ref
+    case "sqrt": return `__builtin_sqrt${f}(${a})`;
+    case "rsqrt": return `(${one} / __builtin_sqrt${f}(${a}))`;
+    case "reciprocal": return `(${one} / ${a})`;
+    case "sigmoid": return P.fn("exp") ? `(${one} / (${one} + ${P.fn("exp")}(-${a})))` : null;
+    case "relu": return `((${a} > 0 || ${a} != ${a}) ? ${a} : 0.0${f})`;
+    case "floor": return `__builtin_floor${f}(${a})`;
+    case "ceil": return `__builtin_ceil${f}(${a})`;
+    case "round": return `__builtin_rint${f}(${a})`; // the default rounding mode: half to even, as torch.round
+    case "isnan": return `(${T})(${a} != ${a})`;
+    case "logical_not": return `(${T})(${a} == 0)`;
     case "contiguous": return a;
-    case "cast": return dtype === "bool" ? `(double)(${a} != 0)` : a;
+    case "cast": return bool ? `(${T})(${a} != 0)` : a;
     case "add": return `(${a} + ${b})`;
     case "sub": return `(${a} - ${b})`;
     case "mul": return `(${a} * ${b})`;
     case "div": return `(${a} / ${b})`;
-    case "floor_divide": return `__builtin_floor(${a} / ${b})`;
+    case "floor_divide": return `__builtin_floor${f}(${a} / ${b})`;
     // Math.pow: NaN exponent, and ±1 to an infinite power, give NaN (C's pow gives 1)
-    case "pow": return `((${b} != ${b} || ((${a} == 1.0 || ${a} == -1.0) && __builtin_isinf(${b}))) ? ${NAN} : pow(${a}, ${b}))`;
-    case "maximum": return `((${a} != ${a} || ${b} != ${b}) ? ${NAN} : (${a} > ${b} ? ${a} : ${b}))`;
-    case "minimum": return `((${a} != ${a} || ${b} != ${b}) ? ${NAN} : (${a} < ${b} ? ${a} : ${b}))`;
-    case "eq": return `(double)(${a} == ${b})`;
-    case "ne": return `(double)(${a} != ${b})`;
-    case "lt": return `(double)(${a} < ${b})`;
-    case "le": return `(double)(${a} <= ${b})`;
-    case "gt": return `(double)(${a} > ${b})`;
-    case "ge": return `(double)(${a} >= ${b})`;
-    case "logical_and": return `(double)(${a} != 0 && ${b} != 0)`;
-    case "logical_or": return `(double)(${a} != 0 || ${b} != 0)`;
+    case "pow": return P.pow ? `((${b} != ${b} || ((${a} == 1.0 || ${a} == -1.0) && __builtin_isinf(${b}))) ? ${nan} : pow(${a}, ${b}))` : null;
+    case "maximum": return `((${a} != ${a} || ${b} != ${b}) ? ${nan} : (${a} > ${b} ? ${a} : ${b}))`;
+    case "minimum": return `((${a} != ${a} || ${b} != ${b}) ? ${nan} : (${a} < ${b} ? ${a} : ${b}))`;
+    case "eq": return `(${T})(${a} == ${b})`;
+    case "ne": return `(${T})(${a} != ${b})`;
+    case "lt": return `(${T})(${a} < ${b})`;
+    case "le": return `(${T})(${a} <= ${b})`;
+    case "gt": return `(${T})(${a} > ${b})`;
+    case "ge": return `(${T})(${a} >= ${b})`;
+    case "logical_and": return `(${T})(${a} != 0 && ${b} != 0)`;
+    case "logical_or": return `(${T})(${a} != 0 || ${b} != 0)`;
     case "where": return `((${a} != 0 && ${a} == ${a}) ? ${b} : ${c})`; // JS `c ? a : b`: NaN is false
     default: return null; // remainder (fmod does not vectorize), ops added later
   }
@@ -119,7 +141,7 @@ export function unsupported(p: Program, accOk: boolean): string | null {
     }
     const name = c.op.name;
     if (c.dtype !== "float32" && c.dtype !== "float64" && !(c.dtype === "bool" && BOOLEAN_VALUED.has(name))) return `${name} of ${c.dtype}`;
-    if (opExpr(c.op, c.dtype, ["x", "y", "z"]) === null) return `op ${name}`;
+    if (opExpr(c.op.name, DOUBLE, c.dtype === "bool", ["x", "y", "z"]) === null) return `op ${name}`;
     const cond = name === "where" ? [c.args[0]!] : c.args;
     const discontinuous = DISCONTINUOUS.has(name) || name === "where" || (name === "cast" && c.dtype === "bool");
     if (discontinuous && cond.some((a) => tainted[a])) return `${name} of a transcendental result`;
@@ -161,7 +183,7 @@ export function body(p: Program, leaf: (c: Instr, i: number) => string, lines: s
       lines.push(`${indent}const double t${i} = ${leaf(c, i)};`);
       return;
     }
-    lines.push(`${indent}const double t${i} = ${opExpr(c.op, c.dtype, c.args.map((a) => `t${a}`))!};`);
+    lines.push(`${indent}const double t${i} = ${opExpr(c.op.name, DOUBLE, c.dtype === "bool", c.args.map((a) => `t${a}`))!};`);
   });
   return `t${p.out}`;
 }

@@ -29,7 +29,7 @@ import type { FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
 import type { LoadInstr, Program } from "../../graph/passes/program.ts";
 import { MAX_INPUTS } from "./program.ts";
 import {
-  body, CHUNK_ELEMENTS, elementwiseHead, genReduce, Params, reduceHead, SIGNATURE, TILE, TRANSCENDENTAL, unsupported,
+  body, CHUNK_ELEMENTS, elementwiseHead, opExpr, type CPrecision, genReduce, Params, reduceHead, SIGNATURE, TILE, TRANSCENDENTAL, unsupported,
   unsupportedReduce, type Generated,
 } from "./jit_codegen.ts";
 
@@ -92,43 +92,8 @@ const INF = "__builtin_inff()";
 /** One float32 rounding (2^-24) plus the float64 reference's own (2^-53), relative. */
 const RND = "0x1.0001p-24f";
 
-/** Float32 expression of one op (the registry's `ref` semantics); null for ops the fast kernel leaves out. */
-function opExprF(name: string, bool: boolean, [a = "0", b = "0", c = "0"]: readonly string[]): string | null {
-  switch (name) {
-    case "neg": return `(-${a})`;
-    case "abs": return abs(a);
-    case "sign": return `(float)((${a} > 0) - (${a} < 0))`;
-    case "sqrt": return `__builtin_sqrtf(${a})`;
-    case "rsqrt": return `(1.0f / __builtin_sqrtf(${a}))`;
-    case "reciprocal": return `(1.0f / ${a})`;
-    case "relu": return `((${a} > 0 || ${a} != ${a}) ? ${a} : 0.0f)`;
-    case "floor": return `__builtin_floorf(${a})`;
-    case "ceil": return `__builtin_ceilf(${a})`;
-    case "round": return `__builtin_rintf(${a})`;
-    case "isnan": return `(float)(${a} != ${a})`;
-    case "logical_not": return `(float)(${a} == 0)`;
-    case "contiguous": return a;
-    case "cast": return bool ? `(float)(${a} != 0)` : a;
-    case "add": return `(${a} + ${b})`;
-    case "sub": return `(${a} - ${b})`;
-    case "mul": return `(${a} * ${b})`;
-    case "div": return `(${a} / ${b})`;
-    case "floor_divide": return `__builtin_floorf(${a} / ${b})`;
-    case "maximum": return `((${a} != ${a} || ${b} != ${b}) ? __builtin_nanf("") : (${a} > ${b} ? ${a} : ${b}))`;
-    case "minimum": return `((${a} != ${a} || ${b} != ${b}) ? __builtin_nanf("") : (${a} < ${b} ? ${a} : ${b}))`;
-    case "eq": return `(float)(${a} == ${b})`;
-    case "ne": return `(float)(${a} != ${b})`;
-    case "lt": return `(float)(${a} < ${b})`;
-    case "le": return `(float)(${a} <= ${b})`;
-    case "gt": return `(float)(${a} > ${b})`;
-    case "ge": return `(float)(${a} >= ${b})`;
-    case "logical_and": return `(float)(${a} != 0 && ${b} != 0)`;
-    case "logical_or": return `(float)(${a} != 0 || ${b} != 0)`;
-    case "where": return `((${a} != 0 && ${a} == ${a}) ? ${b} : ${c})`;
-    case "sigmoid": return `(1.0f / (1.0f + expf(-${a})))`;
-    default: return FLOAT_FN[name] ? `${FLOAT_FN[name]}(${a})` : null;
-  }
-}
+/** Float32 evaluation: libmvec's float functions and Loom's erf; no pow (its bound is not modelled). */
+const FLOAT: CPrecision = { type: "float", f: "f", fn: (n) => FLOAT_FN[n] ?? null, pow: false };
 
 /**
  * Lines computing, in float32, value t<i> and its error bound e<i> (float32 too: a bound off by
@@ -152,7 +117,7 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
     const [a = "0", b = "0", cc = "0"] = args;
     const [ea, eb, ec] = c.args.map((x) => err[x] ?? null);
     const A = ea ?? "0.0f", B = eb ?? "0.0f";
-    const push = (e: string | null, value = opExprF(name, c.dtype === "bool", args)!) => {
+    const push = (e: string | null, value = opExpr(name, FLOAT, c.dtype === "bool", args)!) => {
       lines.push(`${ind}const float ${t} = ${value};`);
       if (e) lines.push(`${ind}const float e${i} = ${e};`);
       err[i] = e ? `e${i}` : null;
