@@ -15,6 +15,7 @@ import { FAST_CONTRACT, JIT_CONTRACT, jitEnabled, jitStats } from "../../src/bac
 import { FLOAT32_TOLERANCE, type Contract } from "../../src/backends/catalog.ts";
 import { set_default_backend } from "../../src/lazy/device.ts";
 import { NATIVE } from "../native/helpers.ts";
+import { expectWithinContract } from "./helpers.ts";
 
 type T = loom.Tensor;
 type Fn = (...xs: any[]) => any;
@@ -37,17 +38,6 @@ function stress(n: number, seed: number, reversed = false): T {
   const v = new Float32Array(n);
   for (let i = 0; i < n; i++) v[i] = i < SPECIAL.length ? SPECIAL[i]! : r[i]! * [1, 10, 1e-3, 30][i % 4]!;
   return loom.tensor(reversed ? v.reverse() : v);
-}
-
-/** |y − ref| ≤ atol + rtol·|ref| elementwise; NaN where ref is NaN, same infinity where ref is infinite. */
-function expectWithinContract(y: ArrayLike<number>, ref: ArrayLike<number>, what: string, contract: Contract = JIT_CONTRACT): void {
-  const { atol, rtol } = contract as { atol: number; rtol: number };
-  expect(y.length).toBe(ref.length);
-  for (let i = 0; i < ref.length; i++) {
-    const a = y[i]!, r = ref[i]!;
-    const ok = Number.isNaN(r) ? Number.isNaN(a) : !Number.isFinite(r) ? a === r : Math.abs(a - r) <= atol + rtol * Math.abs(r);
-    if (!ok) throw new Error(`${what}: element ${i}: got ${a}, float64 reference ${r} (contract atol ${atol}, rtol ${rtol})`);
-  }
 }
 
 /** The decomposition in float64 on the js backend, rounded once to float32. */
@@ -84,7 +74,7 @@ function check(name: string, fn: Fn, xs: readonly T[], impls: readonly string[],
   // several generated kernels in a row (amax then sum): the loosest contract (the tests' programs do not amplify)
   const cs: { atol: number; rtol: number }[] = used.map((id: string) => CONTRACTS[id] as { atol: number; rtol: number });
   const c: Contract = { kind: "bound", atol: Math.max(...cs.map((k) => k.atol)), rtol: Math.max(...cs.map((k) => k.rtol)), source: "" };
-  expectWithinContract(got as ArrayLike<number>, reference(fn, xs), `${name} (${used.join(", ")})`, c);
+  expectWithinContract(got as ArrayLike<number>, reference(fn, xs), c, { what: `${name} (${used.join(", ")})` });
   return used[0]!;
 }
 
@@ -175,7 +165,7 @@ describe.skipIf(!ENABLED)("generated native kernels", () => {
     const prev = set_default_backend("js");
     const ref = geluErf(x.mul(a).add(1)).dataSync();
     set_default_backend(prev as "js" | "native");
-    expectWithinContract(y.eval().dataSync() as ArrayLike<number>, ref as ArrayLike<number>, "float64 gelu");
+    expectWithinContract(y.eval().dataSync() as ArrayLike<number>, ref as ArrayLike<number>, JIT_CONTRACT, { what: "float64 gelu", float64: true });
   });
 
   test("an output written over its input (in-place reuse) reads every element before writing it", () => {
@@ -189,7 +179,7 @@ describe.skipIf(!ENABLED)("generated native kernels", () => {
       expect(I?.impl).toBe(opts === TIGHT ? EW : FAST);
       expect(I?.inplace).toBe(true);
       const got = loom.with_compiler_options(opts, () => y.eval().dataSync());
-      expectWithinContract(got as ArrayLike<number>, reference(fn, [x, idx]), `in place (${I!.impl})`, CONTRACTS[I!.impl]);
+      expectWithinContract(got as ArrayLike<number>, reference(fn, [x, idx]), CONTRACTS[I!.impl]!, { what: `in place (${I!.impl})` });
     }
   });
 

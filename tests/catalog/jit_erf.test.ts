@@ -17,6 +17,7 @@ import { ERF_ABS_BOUND } from "../../src/backends/native/jit_fast.ts";
 import { FLOAT32_TOLERANCE } from "../../src/backends/catalog.ts";
 import { set_default_backend } from "../../src/lazy/device.ts";
 import { NATIVE } from "../native/helpers.ts";
+import { expectWithinContract } from "./helpers.ts";
 import { measureErfBound } from "../../bench/erf_bound.ts";
 
 type T = loom.Tensor;
@@ -35,17 +36,6 @@ function erfInputs(): Float32Array {
   return Float32Array.from(v);
 }
 
-/** |y − ref| ≤ atol + rtol·|ref|; NaN where ref is NaN; ref is float64 (js backend on float64 inputs). */
-function expectWithin(y: ArrayLike<number>, ref: ArrayLike<number>, what: string): void {
-  const { atol, rtol } = FAST_CONTRACT as { atol: number; rtol: number };
-  expect(y.length).toBe(ref.length);
-  for (let i = 0; i < ref.length; i++) {
-    const a = y[i]!, r = ref[i]!;
-    const ok = Number.isNaN(r) ? Number.isNaN(a) : !Number.isFinite(r) ? a === r : Math.abs(a - r) <= atol + rtol * Math.abs(r);
-    if (!ok) throw new Error(`${what}: element ${i}: got ${a}, float64 reference ${r}`);
-  }
-}
-
 /** fn lazily on native under the default tolerance: the plan must use the float32 kernel; values within its contract. */
 function checkFast(name: string, fn: Fn, xs: readonly T[]): void {
   const opts = { tolerance: FLOAT32_TOLERANCE };
@@ -57,7 +47,7 @@ function checkFast(name: string, fn: Fn, xs: readonly T[]): void {
   const prev = set_default_backend("js");
   try {
     const ref = (fn(...xs.map((x) => x.to("float64"))) as T).dataSync() as ArrayLike<number>;
-    expectWithin(got, ref, name);
+    expectWithinContract(got, ref, FAST_CONTRACT, { what: name });
   } finally {
     set_default_backend(prev as "js" | "native");
   }

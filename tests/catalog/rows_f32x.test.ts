@@ -12,67 +12,16 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
-import type { Contract } from "../../src/backends/catalog.ts";
 import { MAX_SOFTMAX_ROW, SOFTMAX_CONTRACT, SOFTMAX_X_CONTRACT } from "../../src/backends/native/rows.ts";
 import { set_default_backend } from "../../src/lazy/device.ts";
 import { NATIVE } from "../native/helpers.ts";
+import { expectWithinContract as within, impls, softmaxRef, t, values } from "./helpers.ts";
 
 type L = any;
 const f32 = Math.fround;
 const IMPL = "fused_softmax:native.fused_softmax.f32x";
 const F32 = "fused_softmax:native.fused_softmax.f32";
 const EXACT = "fused_softmax:native.fused_softmax.exact";
-
-/** Deterministic float32 values: normal-ish times `scale`, shifted by `shift` (an LCG, not loom's rng). */
-function values(n: number, scale: number, shift = 0, seed = 1): Float32Array {
-  const v = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    let u = 0;
-    for (let k = 0; k < 4; k++) { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; u += s / 2 ** 32; }
-    v[i] = (u - 2) * 1.7 * scale + shift;
-  }
-  return v;
-}
-
-const t = (v: Float32Array | Uint8Array, shape: number[], dtype: "float32" | "bool" = "float32") => loom.tensor(v as never, { dtype }).reshape(shape);
-
-/** Checks |y − fl32(ref)| ≤ atol + rtol·|fl32(ref)| elementwise (NaN where ref is NaN); returns the largest |y − ref|/|ref| where ref > 1e-30 (above the cut-off and subnormals). */
-function within(y: ArrayLike<number>, ref: ArrayLike<number>, c: Contract): number {
-  if (c.kind !== "bound") throw new Error("bounded contract expected");
-  expect(y.length).toBe(ref.length);
-  let worst = -1, at = -1, rel = 0;
-  for (let i = 0; i < ref.length; i++) {
-    const r = f32(ref[i]!), v = y[i]!;
-    if (Number.isNaN(r) || !Number.isFinite(r)) {
-      if (!Object.is(v, r) && !(Number.isNaN(r) && Number.isNaN(v))) throw new Error(`[${i}] ${v} != ${r}`);
-      continue;
-    }
-    if (r > 1e-30) rel = Math.max(rel, Math.abs(v - ref[i]!) / ref[i]!);
-    const excess = Math.abs(v - r) - (c.atol + c.rtol * Math.abs(r));
-    if (!(excess <= 0) && (worst < 0 || excess > worst)) { worst = excess; at = i; }
-  }
-  if (at >= 0) throw new Error(`[${at}] ${y[at]} vs ref ${ref[at]}: outside atol ${c.atol} + rtol ${c.rtol}·|ref|`);
-  return rel;
-}
-
-/** softmax of each row of n values in float64 (max, exp, sum, quotient; NaN as the decomposition). */
-function softmaxRef(v: ArrayLike<number>, n: number): Float64Array {
-  const out = new Float64Array(v.length);
-  for (let o = 0; o < v.length; o += n) {
-    let m = -Infinity;
-    for (let j = 0; j < n; j++) m = Number.isNaN(v[o + j]!) || v[o + j]! > m ? (Number.isNaN(m) ? m : v[o + j]!) : m;
-    let z = 0;
-    for (let j = 0; j < n; j++) z += Math.exp(v[o + j]! - m);
-    for (let j = 0; j < n; j++) out[o + j] = Math.exp(v[o + j]! - m) / z;
-  }
-  return out;
-}
-
-/** The implementation ids of a lazy result's plan, by op name. */
-function impls(y: L): string[] {
-  return y.plan().instructions.map((i: any) => `${i.op.name}:${i.impl}`);
-}
 
 describe.skipIf(!NATIVE)("native.fused_softmax.f32x (float32 exp)", () => {
   let prev = "";
