@@ -15,6 +15,7 @@ import { mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Application } from "../backends/catalog.ts";
+import { isContiguous } from "../tensor/shape.ts";
 
 /** One measurement of one implementation on one op signature. */
 export interface KernelRecord {
@@ -44,13 +45,15 @@ function sizeClass(n: number): number {
 }
 
 /**
- * The database key of an application: op name, output dtype, input dtypes, the shape class of
- * the output and of each input, and the variant (program hash) for fused ops.
+ * The database key of an application: op name, output dtype, each input's dtype, shape class and
+ * whether it is dense, and the variant: a fused op's `describe` text (its program's ops, which
+ * does not change with sizes, so one record covers a shape class) or a primitive's attrs.
  */
 export function signatureOf(a: Application): string {
   const cls = (s: readonly number[]) => s.map(sizeClass).join("x");
-  const prog = (a.attrs as { program?: { key?: string } } | null)?.program?.key;
-  return `${a.op.name}:${a.dtype}[${cls(a.shape)}](${a.inputs.map((i) => `${i.dtype}[${cls(i.shape)}]`).join(",")})${prog ? `#${prog}` : ""}`;
+  const variant = a.op.describe ? a.op.describe(a.attrs as never) : a.attrs == null ? "" : JSON.stringify(a.attrs);
+  const ins = a.inputs.map((i) => `${i.dtype}[${cls(i.shape)}]${isContiguous(i.shape, i.strides) ? "" : "s"}`).join(",");
+  return `${a.op.name}:${a.dtype}[${cls(a.shape)}](${ins})${variant ? `#${variant}` : ""}`;
 }
 
 interface Db {

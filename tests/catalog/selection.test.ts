@@ -154,6 +154,21 @@ describe("tune and the database", () => {
     expect(chosen({ atol: 1, rtol: 0.2 })).toBe("tunetest.exp.exact");
   });
 
+  test("signatures: different fused programs never share a record; sizes of one class and one program do", () => {
+    const sig = (y: loom.LazyTensor, name = "fused_elementwise") => {
+      const I = compile([y.node], jsBackend).plan.instructions.find((i) => i.op.name === name)!;
+      return signatureOf({ op: I.op, inputs: I.layouts, attrs: I.attrs, shape: I.shape, dtype: I.dtype });
+    };
+    const x = (n: number) => loom.randn([n, 64]).lazy();
+    const ex = (n: number) => x(n).mul(2).exp().add(1), th = (n: number) => x(n).mul(2).tanh().add(1);
+    expect(sig(ex(100))).not.toBe(sig(th(100))); // same inputs, shapes and dtypes; other ops
+    expect(sig(ex(100))).toBe(sig(ex(120))); // 100 and 120 are both in the class 128
+    expect(sig(ex(100))).not.toBe(sig(ex(200)));
+    // an unfused op on a strided view is another layout than on a dense input
+    const unfused = (y: () => loom.LazyTensor) => loom.with_compiler_options({ fuse: false, patterns: false, simplify: false }, () => sig(y(), "exp"));
+    expect(unfused(() => loom.randn([64, 100]).lazy().transpose(0, 1).exp())).not.toBe(unfused(() => x(100).exp()));
+  });
+
   test("round trip: records survive closing and reopening the file", () => {
     const r = { device: "rt", signature: "x:float32[4](float32[4])", impl: "rt.x.a", n: 7, median_ms: 1.25, min_ms: 1, max_abs_err: 2e-7, max_rel_err: 3e-7, within_contract: 1, measured_at: 1700000000000 };
     writeRecords([r]);
