@@ -18,9 +18,10 @@
  */
 import { Bench } from "tinybench";
 import type { Backend, InputLayout, PreparedKernel } from "../backends/backend.ts";
-import { type Application, type Contract, type Implementation } from "../backends/catalog.ts";
+import type { Application, Contract, Implementation } from "../backends/catalog.ts";
 import { jsBackend } from "../backends/js/backend.ts";
 import { isFloating } from "../tensor/dtype.ts";
+import { contiguousStrides } from "../tensor/shape.ts";
 import { allocData, toContiguous, toFloat64, type TensorData } from "../tensor/storage.ts";
 import { readRecords, signatureOf, writeRecords, type KernelRecord } from "./kernel_db.ts";
 import type { CompiledPlan } from "./plan.ts";
@@ -31,6 +32,7 @@ export interface ExecutionPath {
   readonly kind: "impl" | "cross-device";
   /** The backend whose database records this path ("native", "webgpu", ...). */
   readonly device: string;
+  /** The application the implementation runs (cross-device: the instruction's, on dense inputs). */
   readonly app: Application;
   readonly signature: string;
   /** Implementation id (cross-device: `<host impl id>@host`). */
@@ -53,17 +55,19 @@ export function* executionPaths(plans: readonly CompiledPlan[], backend: Backend
     for (const I of plan.instructions) {
       const app: Application = { op: I.op, inputs: I.layouts, attrs: I.attrs, shape: I.shape, dtype: I.dtype };
       const signature = signatureOf(app);
-      const emit = function* (runOn: Backend, device: string, kind: ExecutionPath["kind"], suffix: string): Generator<ExecutionPath> {
+      const emit = function* (runOn: Backend, a: Application, kind: ExecutionPath["kind"], suffix: string): Generator<ExecutionPath> {
         for (const impl of runOn.implementations?.(I.op.name) ?? []) {
           const id = impl.id + suffix;
-          const k = `${device}\0${signature}\0${id}`;
-          if (seen.has(k) || !impl.applies(app)) continue;
+          const k = `${backend.name}\0${signature}\0${id}`;
+          if (seen.has(k) || !impl.applies(a)) continue;
           seen.add(k);
-          yield { kind, device, app, signature, impl: id, implementation: impl, runOn, planBackend: backend };
+          yield { kind, device: backend.name, app: a, signature, impl: id, implementation: impl, runOn, planBackend: backend };
         }
       };
-      yield* emit(backend, backend.name, "impl", "");
-      if (backend.deviceMemory && host && host !== backend) yield* emit(host, backend.name, "cross-device", "@host");
+      yield* emit(backend, app, "impl", "");
+      // a download gives dense host buffers: the host implementation runs on dense inputs
+      const dense = { ...app, inputs: app.inputs.map((l) => ({ ...l, strides: contiguousStrides(l.shape) })) };
+      if (backend.deviceMemory && host && host !== backend) yield* emit(host, dense, "cross-device", "@host");
     }
   }
 }
@@ -190,11 +194,9 @@ export function measurePath(p: ExecutionPath, opts: MeasureOptions = {}): Kernel
   if (p.kind === "cross-device") {
     // device inputs -> host, the host kernel, the result -> device: what this path would cost in a plan
     const dev = p.planBackend;
-    const devIns = host.map((x) => dev.upload!(toContiguous(x)));
+    const devIns = host.map((x) => dev.upload!(x));
     fn = () => {
-      const ins = devIns.map((x) => dev.download!(x));
-      const views = ins.map((x, k) => ({ ...x, shape: app.inputs[k]!.shape, strides: app.inputs[k]!.strides }));
-      runOnce(p.runOn, kernel, views, out);
+      runOnce(p.runOn, kernel, devIns.map((x) => dev.download!(x)), out);
       dev.upload!(out);
     };
   } else fn = () => runOnce(p.runOn, kernel, host, out);

@@ -18,7 +18,10 @@ import { jsBackend } from "../../src/backends/js/backend.ts";
 import { compile } from "../../src/scheduler/compile.ts";
 import { closeKernelDb, lookupTimings, readRecords, signatureOf, writeRecords } from "../../src/scheduler/kernel_db.ts";
 import { candidates } from "../../src/scheduler/select.ts";
-import { errorAgainst, executionPaths, reference64, sampleInputs, tune } from "../../src/scheduler/tune.ts";
+import { errorAgainst, executionPaths, measurePath, reference64, sampleInputs, tune } from "../../src/scheduler/tune.ts";
+import { nativeBackend } from "../../src/backends/native/backend.ts";
+import { backendFor } from "../../src/lazy/device.ts";
+import { WEBGPU } from "../backends.ts";
 import { allocData, toFloat64, type TensorData } from "../../src/tensor/storage.ts";
 import { thrown } from "../thrown.ts";
 
@@ -217,3 +220,21 @@ describe("the float64 reference", () => {
     expect(e.rel).toBeLessThan(1e-6); // a few float32 ulp (2^-24 ≈ 6e-8 each)
   });
 });
+
+describe.skipIf(!WEBGPU || !nativeBackend())("cross-device paths (webgpu plan, native implementation)", () => {
+  test("a strided webgpu input: the host implementation runs on the downloaded dense buffer, within its contract", () => {
+    const gpu = backendFor("webgpu"), host = nativeBackend()!;
+    const x = loom.randn([48, 40]).to("webgpu").lazy().transpose(0, 1); // [40, 48], strided
+    const plan = loom.with_compiler_options({ fuse: false, patterns: false }, () => compile([x.exp().node], gpu, "webgpu").plan);
+    const paths = [...executionPaths([plan], gpu, host)].filter((p) => p.kind === "cross-device");
+    expect(paths.map((p) => p.impl)).toContain("native.exp.exact@host");
+    const p = paths.find((q) => q.impl === "native.exp.exact@host")!;
+    expect(p.app.inputs[0]!.strides).toEqual([48, 1]); // dense, as a download gives it
+    expect(plan.instructions.at(-1)!.layouts[0]!.strides).toEqual([1, 40]); // the plan's own view
+    const rec = measurePath(p, { timeMs: 5, iterations: 2 });
+    expect(rec.device).toBe("webgpu");
+    expect(rec.within_contract).toBe(1);
+    expect(rec.max_rel_err).toBeLessThan(2e-7); // exp rounded once to float32
+  });
+});
+
