@@ -192,7 +192,7 @@ export class NativeBackend implements BatchBackend {
   }
 
   /** Whether this application can run natively (else it goes to the js backend). */
-  private fits(op: OpDef, inputs: readonly InputLayout[] | readonly TensorData[], shape: readonly number[]): boolean {
+  fits(op: OpDef, inputs: readonly InputLayout[] | readonly TensorData[], shape: readonly number[]): boolean {
     if (shape.length > MAX_DIMS || inputs.length > MAX_INPUTS || numel(shape) === 0) return false;
     const ew = op.kind === "elementwise";
     for (let k = 0; k < inputs.length; k++) {

@@ -59,7 +59,7 @@ import { isContiguous, normalizeDim, numel } from "../../tensor/shape.ts";
 import type { Application, Contract, Implementation } from "../catalog.ts";
 import type { InputLayout } from "../backend.ts";
 import type { NativeBackend } from "./backend.ts";
-import { encodeAttrs, MAX_DIMS, MAX_INPUTS } from "./program.ts";
+import { encodeAttrs } from "./program.ts";
 
 /** Below the exact kernels' 100: presumed faster wherever it applies. */
 const RANK = 10;
@@ -87,12 +87,6 @@ export const SOFTMAX_X_CONTRACT: Contract = {
 /** Preferred over the double-lane softmax where both apply and the tolerance admits it. */
 const RANK_X = 5;
 export const LAYER_NORM_CONTRACT: Contract = { kind: "bound", atol: 1e-8, rtol: TWO_ULP, source: SOURCE };
-
-/** The shapes the shim takes (as NativeBackend.fits): at most 16 dims and 64 inputs, nothing empty. */
-function fits(a: Application): boolean {
-  if (a.shape.length > MAX_DIMS || a.inputs.length > MAX_INPUTS || numel(a.shape) === 0) return false;
-  return a.inputs.every((x) => x.shape.length <= MAX_DIMS && numel(x.shape) > 0);
-}
 
 /** A prologue the kernel evaluates in float32: ops of PROLOGUE_OPS over float32/bool loads. */
 function simplePrologue(p: Program, inputs: readonly InputLayout[]): boolean {
@@ -125,7 +119,7 @@ function softmax(b: NativeBackend, fast: boolean): Implementation {
     applies: (a) => {
       const at = a.attrs as FusedSoftmaxAttrs;
       const nd = at.prologue.shape.length;
-      if (a.dtype !== "float32" || nd === 0 || !fits(a)) return false;
+      if (a.dtype !== "float32" || nd === 0 || !b.fits(a.op, a.inputs, a.shape)) return false;
       if (normalizeDim("softmax", at.dim, nd) !== nd - 1 || at.prologue.shape[nd - 1]! > MAX_SOFTMAX_ROW) return false;
       return simplePrologue(at.prologue, a.inputs);
     },
@@ -141,7 +135,7 @@ function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm"): Impl
     applies: (a) => {
       const at = a.attrs as NormAttrs;
       const x = a.inputs[0]!;
-      if (a.dtype !== "float32" || x.dtype !== "float32" || !fits(a) || at.dims < 1 || at.dims > x.shape.length) return false;
+      if (a.dtype !== "float32" || x.dtype !== "float32" || !b.fits(a.op, a.inputs, a.shape) || at.dims < 1 || at.dims > x.shape.length) return false;
       const n = numel(x.shape.slice(x.shape.length - at.dims));
       if (n > (rms ? MAX_ROW : MAX_LN_ROW) || !rowsContiguous(x, at.dims)) return false;
       // [x, n, (n, n,) eps, w?, b?]: the constants may have any dtype (read as double); w and b dense float32
