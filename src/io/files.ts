@@ -14,6 +14,7 @@
  * repo folder name, "snapshots" and "blobs"); open(2) O_NONBLOCK on FIFOs.
  */
 import { type Stats, closeSync, constants, fstatSync, lstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
+import { homedir } from "node:os";
 import { basename, join, resolve, sep } from "node:path";
 import { LoomFormatError } from "../tensor/errors.ts";
 
@@ -129,4 +130,12 @@ export function readCheckpointFile(dir: string, name: string, tag: string, max_b
   const fail: FileError = (reason) => new LoomFormatError(`${tag} ${join(dir, name)}: ${reason}`);
   const path = resolveCheckpointFile(dir, name, fail);
   return path === null ? null : readRegularFile(path, fail, max_bytes);
+}
+
+/**
+ * Loom's per-user cache folder (generated kernels, the kernel database): `$LOOM_CACHE_DIR`, else
+ * `$XDG_CACHE_HOME/loom`, else `~/.cache/loom` (the XDG base directory convention). Not created here.
+ */
+export function loomCacheDir(): string {
+  return process.env.LOOM_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "loom");
 }

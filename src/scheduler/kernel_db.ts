@@ -12,9 +12,9 @@
  * Under Deno (no bun:sqlite) the database is off and selection falls back to ranks.
  */
 import { mkdirSync } from "node:fs";
-import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Application } from "../backends/catalog.ts";
+import { loomCacheDir } from "../io/files.ts";
 import { isContiguous } from "../tensor/shape.ts";
 
 /** One measurement of one implementation on one op signature. */
@@ -80,8 +80,7 @@ export function kernelDbPath(): string {
   const env = process.env.LOOM_KERNEL_DB;
   if (env === "off") return "";
   if (env) return env;
-  const base = process.env.LOOM_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "loom");
-  return join(base, "kernels.sqlite");
+  return join(loomCacheDir(), "kernels.sqlite");
 }
 
 function open(): Db | null {

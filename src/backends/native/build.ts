@@ -41,7 +41,8 @@ function sources(): string[] {
   return [join(NATIVE_DIR, "shim.c"), ...readdirSync(k).filter((f) => f.endsWith(".c") || f.endsWith(".h")).sort().map((f) => join(k, f)), writeOpTable()];
 }
 
-function compiler(): string {
+/** The system C compiler: `CC`, else `cc`. */
+export function compiler(): string {
   return process.env.CC || "cc";
 }
 

@@ -31,13 +31,15 @@
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, homedir } from "node:os";
+import { cpus } from "node:os";
 import { join } from "node:path";
 import type { FusedElementwiseAttrs, FusedReduceAttrs } from "../../graph/passes/fused_ops.ts";
 import { isContiguous, numel } from "../../tensor/shape.ts";
 import type { PreparedKernel } from "../backend.ts";
 import type { Application, Contract, Implementation } from "../catalog.ts";
+import { loomCacheDir } from "../../io/files.ts";
 import type { NativeBackend } from "./backend.ts";
+import { compiler as systemCompiler } from "./build.ts";
 import { genElementwise, genReduce, unsupported, unsupportedReduce, type Generated } from "./jit_codegen.ts";
 import { FAST_PRELUDE, genElementwiseFast, genReduceFast, unsupportedFast, unsupportedReduceFast } from "./jit_fast.ts";
 
@@ -83,13 +85,12 @@ const PRELUDE = [
 export const jitStats = { compiles: 0, compileMs: 0, programs: 0, diskHits: 0, failures: 0 };
 
 function compiler(): string {
-  return process.env.LOOM_JIT_CC || process.env.CC || "cc";
+  return process.env.LOOM_JIT_CC || systemCompiler();
 }
 
 /** The kernel cache folder (created on demand). */
 export function jitCacheDir(): string {
-  const base = process.env.LOOM_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "loom");
-  return join(base, "kernels");
+  return join(loomCacheDir(), "kernels");
 }
 
 const probes = new Map<string, boolean>();
