@@ -32,21 +32,29 @@ type L = loom.LazyTensor;
 /** Moves a new tensor to the tuned device (`.to("webgpu")` for --device webgpu). */
 let place = (t: loom.Tensor): loom.Tensor => t;
 const P = (t: loom.Tensor): L => place(t).lazy();
+const operands = new Map<string, loom.Tensor>();
+/** A workload's second operand, made once per name and shape (so timed calls do not create it). */
+const A = (name: string, shape: readonly number[], make: () => loom.Tensor): L => {
+  const k = `${name}:${shape.join("x")}`;
+  let t = operands.get(k);
+  if (!t) operands.set(k, (t = place(make())));
+  return t.lazy();
+};
 
 /** The op workloads `--ops` knows: each builds a lazy graph over inputs of `shape` ([rows, n]). */
 const OP_WORKLOADS: Record<string, (x: L, shape: number[]) => L> = {
   softmax: (x) => x.softmax(-1),
   log_softmax: (x) => x.log_softmax(-1),
-  rms_norm: (x, s) => loom.rms_norm(x, [s.at(-1)!], P(loom.ones(s.at(-1)!)), 1e-5),
-  layer_norm: (x, s) => loom.layer_norm(x, [s.at(-1)!], P(loom.ones(s.at(-1)!)), P(loom.zeros(s.at(-1)!))),
-  gelu: (x) => x.mul(P(loom.randn(x.shape))).add(P(loom.randn(x.shape))).gelu(),
+  rms_norm: (x, s) => loom.rms_norm(x, [s.at(-1)!], A("w", [s.at(-1)!], () => loom.ones(s.at(-1)!)), 1e-5),
+  layer_norm: (x, s) => loom.layer_norm(x, [s.at(-1)!], A("w", [s.at(-1)!], () => loom.ones(s.at(-1)!)), A("b", [s.at(-1)!], () => loom.zeros(s.at(-1)!))),
+  gelu: (x, s) => x.mul(A("a", s, () => loom.randn(s))).add(A("b", s, () => loom.randn(s))).gelu(),
   gelu_tanh: (x) => x.gelu("tanh"),
   silu: (x) => x.silu(),
   exp: (x) => x.exp(),
   tanh: (x) => x.tanh(),
   sum: (x) => x.sum(-1),
-  matmul: (x, s) => x.matmul(P(loom.randn([s.at(-1)!, s.at(-1)!]))),
-  cross_entropy: (x, s) => loom.cross_entropy(x, P(loom.zeros([s[0]!], { dtype: "int64" }))),
+  matmul: (x, s) => x.matmul(A("w", [s.at(-1)!, s.at(-1)!], () => loom.randn([s.at(-1)!, s.at(-1)!]))),
+  cross_entropy: (x, s) => loom.cross_entropy(x, A("target", [s[0]!], () => loom.zeros([s[0]!], { dtype: "int64" }))),
 };
 
 /** Plans compiled while `fn` runs (the plan cache is cleared first, so all of them are new). */
