@@ -130,13 +130,14 @@ describe("tune and the database", () => {
     expect(by.get("tunetest.exp.sloppy")!.within_contract).toBe(1);
     expect(by.get("tunetest.exp.liar")!.within_contract).toBe(0);
     expect(by.get("tunetest.exp.exact")!.within_contract).toBe(1);
-    expect(by.get("tunetest.exp.exact")!.median_ms).toBeGreaterThan(by.get("tunetest.exp.sloppy")!.median_ms);
+    for (const r of rows) expect(r.n).toBeGreaterThanOrEqual(5); // timed (which is faster is the machine's business: no timing asserted)
     // a second tune finds everything in the database
     expect(tune(paths, { timeMs: 20 }).every((r) => !r.fresh)).toBe(true);
     // the liar (rank 5, claiming 1e-7) measured out of contract is never chosen again: at a
-    // loose tolerance the measured fastest admitted one (sloppy) runs, at float32 the exact one
+    // loose tolerance the admitted one the database measured faster runs, at float32 the exact one
     const loose = loom.with_compiler_options({ tolerance: { atol: 10, rtol: 10 } }, expPlan);
-    expect(loose.instructions[0]!.impl).toBe("tunetest.exp.sloppy");
+    const faster = by.get("tunetest.exp.exact")!.median_ms < by.get("tunetest.exp.sloppy")!.median_ms ? "tunetest.exp.exact" : "tunetest.exp.sloppy";
+    expect(loose.instructions[0]!.impl).toBe(faster);
     expect(loom.with_compiler_options({ tolerance: FLOAT32_TOLERANCE }, expPlan).instructions[0]!.impl).toBe("tunetest.exp.exact");
   });
 
