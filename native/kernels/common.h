@@ -176,9 +176,8 @@ enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T
   X(fused_elementwise, k_fused_elementwise) X(fused_reduce, k_fused_reduce) X(fused_matmul, k_fused_matmul) \
   X(fused_softmax, k_fused_softmax) X(fused_layer_norm, k_fused_norm) X(fused_rms_norm, k_fused_norm) \
   X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention)
-/* Native-only instructions (no registry op): the optimizer's fused update; catalog variants. */
-#define LOOM_NATIVE_OPS(X) X(adamw, k_adamw) \
-  X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32) \
+/* Native-only instructions (no registry op): catalog variants. */
+#define LOOM_NATIVE_OPS(X) X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32) \
   X(fused_softmax_f32x, k_softmax_f32) \
   X(jit_call, k_jit_call)
 
@@ -215,7 +214,6 @@ int k_fused_matmul(const loom_instr *I);
 int k_fused_softmax(const loom_instr *I);
 int k_fused_norm(const loom_instr *I);
 int k_fused_attention(const loom_instr *I);
-int k_adamw(const loom_instr *I);
 /* rows_f32.c: the bounded float32 row kernels (catalog implementations, src/backends/native/rows.ts) */
 int k_softmax_f32(const loom_instr *I);
 int k_norm_f32(const loom_instr *I);

@@ -41,8 +41,18 @@ export interface Backend {
    * Returns false when `dst` is host data the caller should write itself.
    */
   write?(dst: TensorData, src: TensorData): boolean;
+  /**
+   * The object identifying `t`'s storage (views of one buffer share it). Absent: `t.data` (host
+   * arrays); device buffers must give one, since reading their `data` copies them to the host.
+   */
+  storageOf?(t: TensorData): object;
   /** Submit work recorded so far; the scheduler calls it once at the end of each realize. */
   flush?(): void;
+  /**
+   * Wait until every submitted command buffer has run (torch.cuda.synchronize): host buffers a
+   * plan wrote in place (assigns) are then readable from JavaScript.
+   */
+  synchronize?(): void;
   /**
    * A compiled plan is about to run (allocate its outputs, then call its kernels) with about
    * `work` element operations (CompiledPlan.work): a backend may pick how to run it (native: a
@@ -59,11 +69,6 @@ export interface Backend {
    * from. Absent: host memory (allocData, one ArrayBuffer workspace per device).
    */
   readonly deviceMemory?: DeviceMemory;
-  /**
-   * One fused AdamW update of a parameter in place (p, m, v written; PyTorch's update order).
-   * Returns false when it cannot take these tensors (the optimizer then runs the ops).
-   */
-  adamw?(step: AdamWStep): boolean;
 
   // ---- optional: the graph compiler (src/scheduler) -----------------------------------------
   /**
@@ -135,16 +140,4 @@ export interface DeviceMemory {
   alloc(dtype: DType, shape: readonly number[]): TensorData;
   /** A dense buffer for the workspace region [byteOffset, byteOffset + bytes) (transients). */
   workspace(byteOffset: number, bytes: number, dtype: DType, shape: readonly number[]): TensorData;
-}
-
-/** The tensors and hyperparameters of one AdamW update (see Backend.adamw). */
-export interface AdamWStep {
-  /** Parameter, gradient, first and second moments (same shape). */
-  p: TensorData; g: TensorData; m: TensorData; v: TensorData;
-  /** Learning rate per step, decay rates, eps (absolute), decoupled weight decay rate. */
-  lr: number; beta1: number; beta2: number; eps: number; weight_decay: number;
-  /** 1-based step count, for the bias corrections. */
-  step: number;
-  /** Negate the gradient (maximize the objective). */
-  maximize?: boolean;
 }

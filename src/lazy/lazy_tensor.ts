@@ -6,9 +6,11 @@
 import { set_grad_materializer } from "../autograd/engine.ts";
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { Node, toDot } from "../graph/node.ts";
+import { OPS } from "../graph/registry.ts";
 import type { OpDef, ViewOp } from "../graph/op.ts";
 import type { CompiledPlan } from "../scheduler/plan.ts";
-import { planFor, realize } from "../scheduler/realize.ts";
+import { planFor } from "../scheduler/realize.ts";
+import { flush, flushWith, retainValue, setFlush, storageKey } from "./deferred.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
 import type { TensorData } from "../tensor/storage.ts";
@@ -41,8 +43,7 @@ const layoutKey = (d: TensorData): string => `${d.dtype}|${d.offset}|${d.shape.j
 
 /** A lazy source node over an eager tensor's buffer (registered for copy-on-write). */
 export function sourceNode(d: TensorData, device: string): Node {
-  if (device !== "cpu") return Node.source(d); // device memory is written through its backend
-  const storage = d.data;
+  const storage = storageKey(d, device);
   let r = readers.get(storage);
   if (!r) readers.set(storage, (r = { nodes: new Map(), limit: 32, last: null }));
   // the same TensorData (a tensor's `_d`) as last time: that node reads this very layout
@@ -50,7 +51,7 @@ export function sourceNode(d: TensorData, device: string): Node {
   if (prev !== undefined && prev.realized === d) return prev;
   const key = layoutKey(d);
   const old = r.nodes.get(key)?.deref();
-  if (old?.realized?.data === storage) {
+  if (old?.realized && old.realized.offset === d.offset && storageKey(old.realized, device) === storage) {
     r.last = new WeakRef(old);
     return old;
   }
@@ -64,25 +65,46 @@ export function sourceNode(d: TensorData, device: string): Node {
   return n;
 }
 
-/** Source nodes registered over `storage` (for tests: the reader list stays bounded). */
-export function readerCount(storage: TensorData["data"]): number {
-  return readers.get(storage)?.nodes.size ?? 0;
+/** Make `n` (whose value now lives in `d`, e.g. an assigned node) a reader of `d`'s storage for copy-on-write. */
+export function trackReader(n: Node, d: TensorData, device: string): void {
+  const storage = storageKey(d, device);
+  let r = readers.get(storage);
+  if (!r) readers.set(storage, (r = { nodes: new Map(), limit: 32, last: null }));
+  r.nodes.set(`${layoutKey(d)}#${n.id}`, new WeakRef(n));
+  if (r.nodes.size > r.limit) {
+    for (const [k, w] of r.nodes) if (w.deref() === undefined) r.nodes.delete(k);
+    r.limit = Math.max(32, 2 * r.nodes.size);
+  }
 }
 
-/** Call before writing eager `storage` in place: lazy sources still reading it get a copy. */
-export function beforeWrite(storage: TensorData["data"]): void {
+/** Source nodes registered over `d`'s storage (for tests: the reader list stays bounded). */
+export function readerCount(d: TensorData, device = "cpu"): number {
+  return readers.get(storageKey(d, device))?.nodes.size ?? 0;
+}
+
+/**
+ * Call before writing `d`'s storage in place: lazy nodes still reading it get a copy of the old
+ * values (host: one copy of the array; device memory: a device copy of each reader's view).
+ */
+export function beforeWrite(d: TensorData, device: string): void {
+  const storage = storageKey(d, device);
   const r = readers.get(storage);
   if (!r) return;
   readers.delete(storage);
+  const host = device === "cpu" || !backendFor(device).storageOf;
   let copy: TensorData["data"] | null = null;
   for (const w of r.nodes.values()) {
     const n = w.deref();
-    const d = n?.realized;
-    if (!n || !d || d.data !== storage) continue;
-    copy ??= storage.slice();
-    // a new TensorData of the five fields, not a spread: a backend's private fields describe the
-    // old storage (native keeps its raw buffer under a symbol)
-    n.realized = { dtype: d.dtype, shape: d.shape, strides: d.strides, offset: d.offset, data: copy };
+    const v = n?.realized;
+    if (!n || !v || storageKey(v, device) !== storage) continue;
+    if (host) {
+      copy ??= (d.data as TensorData["data"]).slice();
+      // a new TensorData of the five fields, not a spread: a backend's private fields describe the
+      // old storage (native keeps its raw buffer under a symbol)
+      n.realized = { dtype: v.dtype, shape: v.shape, strides: v.strides, offset: v.offset, data: copy };
+    } else {
+      n.realized = backendFor(device).run(OPS.contiguous, [v], {}, v.shape, v.dtype);
+    }
   }
 }
 
@@ -112,6 +134,12 @@ const NO_DATA = new Float64Array(0);
 
 export class LazyTensor extends TensorOps<LazyTensor> {
   readonly isLazy = true;
+  /**
+   * The eager tensor this one was lifted from (`Tensor.lazy()`) while it still reads its buffer:
+   * an in-place write to this lazy tensor writes that tensor too (a deferred write), as writing a
+   * view writes its base.
+   */
+  _origin: Tensor | null = null;
 
   constructor(public node: Node, readonly device = "cpu") {
     super();
@@ -140,7 +168,8 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     return new LazyTensor(Node.source(data), device);
   }
   _data(): TensorData {
-    realize([this.node], backendFor(this.device), this.device);
+    // with the device's pending writes and retained values: one plan (deferred.ts)
+    flush(this.device, [this.node]);
     return this.node.realized!;
   }
   /** Same node, no autograd history; shares the version counter (torch.Tensor.detach). */
@@ -163,8 +192,15 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    * one (views, the eager source of `lazy()`) keep their values, so their saved copies stay valid.
    */
   protected _assign(src: LazyTensor): void {
+    const origin = this._origin;
     this.node = src.node;
     this._vc = { v: this._version + 1 };
+    if (origin) {
+      // lifted from an eager tensor: write it too (deferred until its device flushes)
+      this._origin = null;
+      origin._assign_from(Tensor._pending(src.node, this.device));
+      this._origin = origin;
+    }
   }
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {
@@ -190,6 +226,22 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     return this.eval();
   }
   /**
+   * This value as a pending eager Tensor (deferred.ts): nothing runs now; reading it, or any
+   * read on its device, computes it in one plan with the device's other pending state. Autograd
+   * history carries over as with eval().
+   * @param retain - compute it at the next flush even if it is not read first (a module's outputs)
+   */
+  defer(retain = false): Tensor {
+    const t = Tensor._pending(this.node, this.device);
+    t._vc = this._version_counter();
+    if (this.requires_grad && is_grad_enabled()) {
+      t.grad_fn = { name: "eval", inputs: [this as never], apply: (g) => [(g as Tensor).lazy() as never], released: false };
+      t.requires_grad = true;
+    }
+    if (retain) retainValue(t, true);
+    return t;
+  }
+  /**
    * The compiled plan that would compute this tensor (from the plan cache when the same graph
    * was compiled before), without running it: `kernelCount`, `estimate_memory()`, `explain()`.
    */
@@ -210,7 +262,7 @@ export class LazyTensor extends TensorOps<LazyTensor> {
 export function realizeAll(tensors: readonly LazyTensor[]): Tensor[] {
   const byDevice = new Map<string, Node[]>();
   for (const t of tensors) byDevice.set(t.device, [...(byDevice.get(t.device) ?? []), t.node]);
-  for (const [dev, nodes] of byDevice) realize(nodes, backendFor(dev), dev);
+  for (const [dev, nodes] of byDevice) flush(dev, nodes);
   return tensors.map((t) => t.eval());
 }
 
@@ -236,9 +288,12 @@ set_grad_materializer((pairs) => {
     if (target.isLazy) out[i] = grad.lazy();
     else toEager.push(i);
   });
-  if (toEager.length) {
-    const done = realizeAll(toEager.map((i) => pairs[i]!.grad as LazyTensor));
-    toEager.forEach((i, k) => { out[i] = done[k]; });
-  }
+  // lazy gradients of eager tensors stay pending: they are computed with whatever reads them
+  // next (an optimizer step's writes, the loss), in one plan (deferred.ts)
+  for (const i of toEager) out[i] = (pairs[i]!.grad as LazyTensor).defer();
   return out;
 });
+
+// A flush: the plan, copy-on-write of the written buffers for lazy graphs outside it, and the
+// written nodes registered as readers of their buffers.
+setFlush((device, extra) => flushWith(device, extra, (d) => beforeWrite(d, device), (n, d) => trackReader(n, d, device)));

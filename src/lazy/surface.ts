@@ -39,7 +39,18 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   /** True for LazyTensor: ops record graph nodes instead of running. */
   abstract readonly isLazy: boolean;
 
-  grad: Self | null = null;
+  private _grad: Self | null = null;
+  /** The accumulated gradient (torch.Tensor.grad). */
+  get grad(): Self | null {
+    return this._grad;
+  }
+  set grad(g: Self | null) {
+    const prev = this._grad;
+    this._grad = g;
+    if (prev !== g) this._onGrad(prev, g);
+  }
+  /** A `.grad` was replaced (eager tensors retain a pending gradient until the next flush). */
+  protected _onGrad(_prev: Self | null, _g: Self | null): void {}
   grad_fn: GradFnNode<Self> | null = null;
   _retains_grad = false;
   private _requires_grad = false;
@@ -881,11 +892,21 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * MulBackward on `x.mul_(y)`: the value is then computed from a snapshot of this, so the rule
    * that saved this does not read the overwritten storage.
    */
+  /**
+   * The current value of a lazy tensor, immutable (its node): detach() with a version counter of
+   * its own, since writes to this tensor (and to an eager tensor it was lifted from) rebind or
+   * write buffers, never the snapshot's node.
+   */
+  private _snapshot(): Self {
+    const d = this.detach();
+    d._vc = { v: this._version };
+    return d;
+  }
   private _set(op: string, value: (self: Self) => Self, checkCast = true): this {
     this._checkInplace(op);
     const self = this as unknown as Self;
     let v = value(self);
-    if (v.requires_grad && is_grad_enabled()) v = value(this.isLazy ? this.detach() : no_grad(() => this.clone()));
+    if (v.requires_grad && is_grad_enabled()) v = value(this.isLazy ? this._snapshot() : no_grad(() => this.clone()));
     if (checkCast && !canCast(v.dtype, this.dtype)) {
       throw new LoomDtypeError(`[${op}] result type ${v.dtype} can't be cast to the desired output type ${this.dtype}`);
     }

@@ -8,7 +8,9 @@ import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
 import { forEachStrided, isDense, toContiguous, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
+import { canDeferWrite, flush, hasPendingWrite, settleRead, recordWrite, releaseValue, retainValue } from "./deferred.ts";
 import { beforeWrite, LazyTensor, sourceNode } from "./lazy_tensor.ts";
+import { realize } from "../scheduler/realize.ts";
 import { TensorOps } from "./surface.ts";
 
 /** torch.view's check: `strides` over `from` must express `shape` without a copy (eager and lazy). */
@@ -22,19 +24,93 @@ export function checkView(from: readonly number[], strides: readonly number[], s
 
 export class Tensor extends TensorOps<Tensor> {
   readonly isLazy = false;
+  /** The buffer; null while this is a pending value (deferred.ts). */
+  private _buf: TensorData | null;
+  /**
+   * The pending value (deferred.ts): with `_buf` null, this tensor's value is this node's; with
+   * `_buf` set, a pending write: the buffer gets this node's value at the next flush.
+   */
+  _pend: Node | null;
+  /** A pending value that a view or detach() shares: an in-place write must give it a real buffer first. */
+  private _shared = false;
 
-  /** @param _d - the strided buffer this tensor views */
-  constructor(readonly _d: TensorData, readonly device = "cpu") {
+  /**
+   * @param _d - the strided buffer this tensor views
+   * @param pend - (internal) a pending value: the node whose value this tensor is, with `_d` null
+   */
+  constructor(_d: TensorData | null, readonly device = "cpu", pend: Node | null = null) {
     super();
+    this._buf = _d;
+    this._pend = pend;
+  }
+  /** A pending eager tensor whose value is `node`'s (computed at the next flush or read). */
+  static _pending(node: Node, device: string): Tensor {
+    return new Tensor(null, device, node);
+  }
+  /** The buffer; a pending tensor (or one over a storage with a pending write) flushes first. */
+  get _d(): TensorData {
+    if (this._pend !== null) this._settle();
+    const b = this._buf!;
+    if (hasPendingWrite(b, this.device)) settleRead(b, this.device);
+    return b;
   }
   get shape(): readonly number[] {
-    return this._d.shape;
+    return this._buf?.shape ?? this._pend!.shape;
   }
   get dtype(): DType {
-    return this._d.dtype;
+    return this._buf?.dtype ?? this._pend!.dtype;
+  }
+  /** Whether this tensor's value is pending (deferred.ts): a value not computed yet, or a write not made yet. */
+  get is_pending(): boolean {
+    return this._pend !== null && !(this._buf === null && this._pend.realized !== null);
+  }
+  /** deferred.ts: the flush computed or wrote this tensor's value. */
+  _settled(): void {
+    const n = this._pend;
+    if (n === null) return;
+    if (this._buf === null) this._buf = n.realized!;
+    this._pend = null;
+  }
+  /**
+   * Compute a pending value (or make a pending write) now: one flush of the device. A pending
+   * view first realizes the buffer it views, so every tensor sharing that value aliases one buffer.
+   */
+  private _settle(): void {
+    const n = this._pend!;
+    if (this._buf === null && n.realized === null) {
+      let base = n;
+      while (base.op?.kind === "view" && !base.realized) base = base.inputs[0]!;
+      flush(this.device, [base]);
+      if (base !== n && !n.realized) realize([n], backendFor(this.device), this.device);
+    } else if (this._buf !== null) flush(this.device);
+    this._settled();
+  }
+  /** The node of this tensor's current value, for a deferred op reading it. */
+  private _node(): Node {
+    return this._pend ?? sourceNode(this._d, this.device);
   }
   protected _make(op: OpDef, inputs: readonly Tensor[], attrs: unknown, shape: number[], dtype: DType): Tensor {
-    return new Tensor(backendFor(this.device).run(op, inputs.map((i) => i._d), attrs, shape, dtype), this.device);
+    for (let i = 0; i < inputs.length; i++) {
+      const t = inputs[i]!;
+      if (t._pend === null) continue;
+      // a view of a pending write views the buffer: make the write first
+      if (op.kind === "view" && t._buf !== null) {
+        t._settle();
+        continue;
+      }
+      // a pending input: record the op instead of running it (the result is pending too)
+      const nodes = inputs.map((t) => t._node());
+      const out = Tensor._pending(new Node(op, nodes, attrs, shape, dtype), this.device);
+      if (op.kind === "view") {
+        // a view aliases its input: writes through either must reach one buffer (see _assign)
+        out._shared = true;
+        for (const t of inputs) t._shared = true;
+      }
+      return out;
+    }
+    const xs = new Array<TensorData>(inputs.length);
+    for (let i = 0; i < inputs.length; i++) xs[i] = inputs[i]!._d;
+    return new Tensor(backendFor(this.device).run(op, xs, attrs, shape, dtype), this.device);
   }
   _constant(data: TensorData): Tensor {
     return new Tensor(data, this.device);
@@ -46,42 +122,94 @@ export class Tensor extends TensorOps<Tensor> {
     return this._d;
   }
   protected override _isDense(): boolean {
-    return isDense(this._d);
+    return this._pend === null && isDense(this._d);
+  }
+  /** Register a pending `.grad` so the next flush computes it (torch keeps `.grad` in a buffer). */
+  protected override _onGrad(prev: Tensor | null, g: Tensor | null): void {
+    if (prev !== null && prev._pend !== null && prev._buf === null) releaseValue(prev);
+    if (g !== null && g._pend !== null && g._buf === null) retainValue(g);
+  }
+  /**
+   * A pending value reading this tensor's current value (this tensor itself when already
+   * pending): ops on it are recorded, not run, until something reads them.
+   * @param consumed - (optimizers) every value computed from it is written back before anything
+   *   else can write this buffer, so no copy-on-write registration is needed for it
+   */
+  deferred(consumed = false): Tensor {
+    if (this._pend !== null && this._buf === null) return this;
+    if (consumed && this._pend === null) return Tensor._pending(Node.source(this._d), this.device);
+    return Tensor._pending(this._node(), this.device);
   }
   /** Same storage, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): Tensor {
-    const t = new Tensor(this._d, this.device);
+    let t: Tensor;
+    if (this._pend !== null && this._buf === null) {
+      t = Tensor._pending(this._pend, this.device);
+      t._shared = this._shared = true;
+    } else t = new Tensor(this._d, this.device);
     t._vc = this._version_counter();
     return t;
   }
   /** A view shares the storage unless reshape had to copy (strides that cannot express it). */
   protected override _viewAliases(op: OpDef, out: Tensor): boolean {
+    if (this._pend !== null && this._buf === null) return true; // a pending value is dense
     return op.name !== "reshape" || viewStrides(this._d.shape, this._d.strides, out.shape) !== null;
   }
   protected override _checkView(shape: readonly number[]): void {
+    if (this._pend !== null && this._buf === null) return; // a pending value is dense: every view applies
     checkView(this._d.shape, this._d.strides, shape);
   }
   /**
    * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back
    * to this tensor, so eager parameters can be used inside lazy code.
    */
+  /** In-place write of `src`'s value (a LazyTensor lifted from this tensor was written). */
+  _assign_from(src: Tensor): void {
+    this._assign(src);
+  }
   protected _assign(src: Tensor): void {
-    const { shape, strides } = this._d;
+    if (this._pend !== null && this._buf === null) {
+      if (!this._shared && src._pend !== null) {
+        // a pending value nothing else aliases: the write is a new value (no buffer to write yet)
+        this._increment_version();
+        this._pend = src._pend;
+        return;
+      }
+      this._settle(); // views or copies share it: give them one buffer, then write it
+    }
+    const d = this._buf!;
+    const { shape, strides } = d;
     if (shape.some((s, i) => s > 1 && strides[i] === 0)) {
       throw new LoomValueError("[in-place] unsupported operation: more than one element of the written-to tensor refers to a single memory location; make it contiguous() first");
     }
+    if (src._pend !== null && canDeferWrite(d)) {
+      // a pending source: the write waits for the next flush and runs in its plan (an assign)
+      this._increment_version();
+      this._pend = src._pend;
+      recordWrite(this, d);
+      return;
+    }
+    const dst = this._d; // flushes a pending write to this storage first
+    const sd = src._d;
     this._increment_version(); // saved for backward before this write: backward refuses it
-    if (backendFor(this.device).write?.(this._d, src._d)) return; // device memory (webgpu)
-    const dst = this._d.data;
-    beforeWrite(dst); // pending lazy graphs reading this buffer keep the old values
+    beforeWrite(dst, this.device); // pending lazy graphs reading this buffer keep the old values
+    if (backendFor(this.device).write?.(dst, sd)) return; // device memory (webgpu)
     // Read src fully before writing: it may alias this storage (x.copy_(x.t()), x.t().copy_(x)),
     // and toContiguous returns an already dense buffer as is, so copy a shared one first.
-    const s = src._d.data === dst ? { ...src._d, data: dst.slice() as TypedArray } : src._d;
+    const s = sd.data === dst.data ? { ...sd, data: dst.data.slice() as TypedArray } : sd;
     const v = toContiguous(s, this.dtype);
-    forEachStrided(this.shape, [this._d], (i, idx) => { dst[idx[0]!] = v.data[i]!; });
+    const out = dst.data;
+    forEachStrided(this.shape, [dst], (i, idx) => { out[idx[0]!] = v.data[i]!; });
   }
+  /**
+   * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back
+   * to this tensor, so eager parameters can be used inside lazy code. A pending value gives its
+   * node; a pending write is made first (so a loop's graphs do not chain step after step).
+   */
   lazy(): LazyTensor {
-    const l = new LazyTensor(sourceNode(this._d, this.device), this.device);
+    const pendingValue = this._pend !== null && this._buf === null;
+    const l = new LazyTensor(pendingValue ? this._pend! : sourceNode(this._d, this.device), this.device);
+    if (!pendingValue) l._origin = this;
     l._vc = this._version_counter(); // reads this storage: a write to it outdates l
     if (this.requires_grad) l._linkTo(this);
     return l;

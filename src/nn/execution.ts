@@ -4,14 +4,15 @@
  * file decides which kind it sees:
  *
  * - "lazy" (default): eager inputs are lifted to LazyTensors, `forward_lazy` records a graph, and
- *   the outputs are realized together (`realizeAll`) into eager Tensors. Eager Parameters used
- *   inside are lifted once per call (`lift`) and receive eager `.grad` after backward.
+ *   the outputs come back as pending eager Tensors (lazy/deferred.ts), computed together at the
+ *   first read on their device. Eager Parameters used inside are lifted once per call (`lift`)
+ *   and receive pending eager `.grad` after backward.
  * - "eager": `forward_lazy` runs directly on the eager tensors, op by op.
  *
  * LazyTensor inputs always give lazy outputs (nothing is realized), whatever the mode.
  */
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
-import { LazyTensor, realizeAll } from "../lazy/lazy_tensor.ts";
+import { LazyTensor } from "../lazy/lazy_tensor.ts";
 import { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { LoomValueError } from "../tensor/errors.ts";
@@ -105,17 +106,14 @@ function anyLazy(v: unknown): boolean {
   return found;
 }
 
-/** Realize every LazyTensor in a forward output together (shared subgraphs run once). */
-function realizeTree(out: unknown): unknown {
-  const lazies: LazyTensor[] = [];
-  mapTree(out, (t) => {
-    if (t instanceof LazyTensor) lazies.push(t);
-    return t;
-  });
-  if (lazies.length === 0) return out;
-  const eager = realizeAll(lazies);
-  const byLazy = new Map<LazyTensor, Tensor>(lazies.map((l, i) => [l, eager[i]!]));
-  return mapTree(out, (t) => (t instanceof LazyTensor ? byLazy.get(t)! : t));
+/**
+ * Every LazyTensor in a forward output as a pending eager Tensor (lazy/deferred.ts): nothing runs
+ * yet. The first read on the device computes all of them that are still alive together (shared
+ * subgraphs run once), with the gradients, optimizer writes and cache writes recorded since, as
+ * one plan: `loss.backward(); opt.step(); loss.item()` is one plan per step.
+ */
+function deferTree(out: unknown): unknown {
+  return mapTree(out, (t) => (t instanceof LazyTensor ? t.defer(true) : t));
 }
 
 /**
@@ -137,6 +135,6 @@ export function run_forward(fn: (...args: any[]) => unknown, args: unknown[]): u
   } finally {
     scope = prev;
   }
-  return realizeTree(out);
+  return deferTree(out);
 }
 

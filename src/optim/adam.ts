@@ -3,8 +3,6 @@
  * in PyTorch's exact operation order so results match to float32 rounding).
  */
 import { zeros_like } from "../lazy/creation.ts";
-import { backendFor } from "../lazy/device.ts";
-import { beforeWrite } from "../lazy/lazy_tensor.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { Optimizer, type ParamGroup, type ParamsInput } from "./optimizer.ts";
@@ -72,9 +70,8 @@ export class Adam extends Optimizer<AdamHyperparams> {
     const [beta1, beta2] = group.betas;
     const decoupled = this.decoupled_weight_decay;
     for (const p of group.params) {
-      const g = this._grad(p);
-      if (!g) continue;
-      let grad: Tensor = maximize ? g.neg() : g;
+      const g0 = this._grad(p);
+      if (!g0) continue;
       const state = this._state(p);
       if (state.step === undefined) {
         state.step = 0;
@@ -86,37 +83,34 @@ export class Adam extends Optimizer<AdamHyperparams> {
       const exp_avg_sq = state.exp_avg_sq as Tensor;
       const step = (state.step as number) + 1;
       state.step = step;
-      // devices with a fused AdamW kernel (webgpu, native) do the whole update in one pass
-      const fused = decoupled && !amsgrad ? backendFor(p.device).adamw : undefined;
-      if (fused) {
-        // p, m, v are written in place: pending lazy graphs reading host buffers keep the old values
-        if (p.device === "cpu") for (const t of [p, exp_avg, exp_avg_sq]) beforeWrite(t._d.data);
-        if (fused.call(backendFor(p.device), { p: p._d, g: g._d, m: exp_avg._d, v: exp_avg_sq._d, lr, beta1, beta2, eps, weight_decay, step, maximize })) {
-          // one in-place write each, as the op path's add_/mul_ count theirs: graphs saved before are outdated
-          for (const t of [p, exp_avg, exp_avg_sq]) t._increment_version();
-          continue;
-        }
-      }
-      if (decoupled) p.mul_(1 - lr * weight_decay);
-      else if (weight_decay !== 0) grad = grad.add(p, { alpha: weight_decay });
-      exp_avg.mul_(beta1).add_(grad, { alpha: 1 - beta1 });
-      exp_avg_sq.mul_(beta2).add_(grad.mul(grad), { alpha: 1 - beta2 }); // addcmul_(g, g, value=1-β2)
+      // The update is recorded on pending values (deferred(): nothing runs) in PyTorch's op order
+      // and written back with copy_: one plan for every parameter, fused like any other graph.
+      const g = g0.deferred(true);
+      let param = p.deferred(true);
+      let grad: Tensor = maximize ? g.neg() : g;
+      if (decoupled) param = param.mul(1 - lr * weight_decay);
+      else if (weight_decay !== 0) grad = grad.add(param, { alpha: weight_decay });
+      const m = exp_avg.deferred(true).mul(beta1).add(grad, { alpha: 1 - beta1 });
+      const v = exp_avg_sq.deferred(true).mul(beta2).add(grad.mul(grad), { alpha: 1 - beta2 }); // addcmul_(g, g, value=1-β2)
       const bias_correction1 = 1 - beta1 ** step;
       const bias_correction2 = 1 - beta2 ** step;
       const step_size = lr / bias_correction1;
       const bias_correction2_sqrt = Math.sqrt(bias_correction2);
-      let second = exp_avg_sq;
+      let second = v;
       if (amsgrad) {
         let mx = state.max_exp_avg_sq as Tensor | undefined;
         if (!mx) { // amsgrad switched on after the first step (e.g. by load_state_dict)
           mx = zeros_like(p);
           state.max_exp_avg_sq = mx;
         }
-        mx.copy_(mx.maximum(exp_avg_sq));
-        second = mx;
+        second = mx.deferred(true).maximum(v);
+        mx.copy_(second);
       }
       const denom = second.sqrt().div(bias_correction2_sqrt).add(eps);
-      p.add_(exp_avg.div(denom), { alpha: -step_size }); // addcdiv_(m, denom, value=-step_size)
+      param = param.add(m.div(denom), { alpha: -step_size }); // addcdiv_(m, denom, value=-step_size)
+      exp_avg.copy_(m);
+      exp_avg_sq.copy_(v);
+      p.copy_(param);
     }
   }
 }

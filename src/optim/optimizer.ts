@@ -11,6 +11,7 @@ import { zeros_like } from "../lazy/creation.ts";
 import { LazyTensor } from "../lazy/lazy_tensor.ts";
 import { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
+import { flush } from "../lazy/deferred.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 
 /** Hyperparameters shared by every optimizer: the learning rate (per step). */
@@ -121,6 +122,20 @@ export abstract class Optimizer<H extends BaseHyperparams = BaseHyperparams> {
     no_grad(() => {
       for (const group of this.param_groups) this._update_group(group);
     });
+    // Updates are recorded as pending writes (lazy/deferred.ts). With pending gradients (lazy
+    // execution) they wait for the next read, to run in one plan with the forward and backward;
+    // with eager gradients they run now, as one plan, so the step has PyTorch's eager semantics.
+    const devices = new Set<string>();
+    let pending = false;
+    for (const group of this.param_groups) {
+      for (const p of group.params) {
+        const g = p.grad as Tensor | null;
+        if (!g) continue;
+        devices.add(p.device);
+        if (g instanceof Tensor && g.is_pending) pending = true;
+      }
+    }
+    if (!pending) for (const d of devices) flush(d);
     return loss;
   }
 

@@ -13,6 +13,7 @@ import type { Tolerance } from "../backends/catalog.ts";
 import { jsBackend } from "../backends/js/backend.ts";
 import type { Node } from "../graph/node.ts";
 import { fuse, type FusionCaps } from "../graph/passes/fuse.ts";
+import { OPS } from "../graph/registry.ts";
 import { fromLazy, leavesOf, structuralKey, type GNode, type Graph } from "../graph/passes/ir.ts";
 import { layouts, legalizeViews } from "../graph/passes/layout.ts";
 import { matchPatterns } from "../graph/passes/patterns.ts";
@@ -73,7 +74,10 @@ function evaluatorOf(backend: Backend): Evaluate | undefined {
   return e;
 }
 
-/** The binding of a compiled simplified graph: its leaves' buffers and its values' lazy nodes. */
+/**
+ * The binding of a compiled simplified graph: its leaves' buffers and its values' lazy nodes
+ * (the assigned values among the outputs too: their nodes take the destination buffers).
+ */
 function bindingOf(graph: Graph, plan: CompiledPlan): Binding {
   return {
     leaves: leavesOf(graph).map((n) => n.leaf!),
@@ -103,14 +107,21 @@ function contextOf(backend: Backend, device: string): string {
  * (same fingerprint, see fingerprint.ts) skips the passes: its recipe binds the cached plan's
  * inputs directly; otherwise the graph is simplified and the plan looked up by structural key.
  * @param retainAll - keep every materialized value (for evaluations that share intermediates)
+ * @param writes - the last `writes` roots are assigned values: the plan writes each into a
+ *   destination buffer given to `run` (CompiledPlan.destSlots) instead of a fresh output
  */
-export function compile(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false): Compiled {
+export function compile(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false, writes = 0): Compiled {
   const opts = compilerOptions();
   const evaluate = opts.simplify ? evaluatorOf(backend) : undefined;
-  const context = contextOf(backend, device);
+  let context = contextOf(backend, device);
+  let ctxId = last.id;
+  if (writes > 0) {
+    context += `|assigns ${writes}`;
+    ctxId = contextId(context);
+  }
   let w: Walk | null = null;
   if (opts.cache) {
-    w = walk(roots, last.id, retainAll);
+    w = walk(roots, ctxId, retainAll);
     const r = findRecipe(w);
     if (r) {
       const binding = r.bind(w, evaluate);
@@ -135,7 +146,7 @@ export function compile(roots: readonly Node[], backend: Backend, device = "cpu"
     plans.set(key, plan); // most recently used last
   } else {
     planCacheStats.misses++;
-    plan = buildPlan(graph, backend, device, key);
+    plan = buildPlan(graph, backend, device, key, writes);
     if (opts.cache) {
       plans.set(key, plan);
       if (plans.size > MAX_PLANS) plans.delete(plans.keys().next().value!);
@@ -150,7 +161,7 @@ export function compile(roots: readonly Node[], backend: Backend, device = "cpu"
 }
 
 /** Passes after the cache lookup: view legalization, patterns, fusion; then scheduling. */
-export function buildPlan(graph: Graph, backend: Backend, device: string, key: string): CompiledPlan {
+export function buildPlan(graph: Graph, backend: Backend, device: string, key: string, writes = 0): CompiledPlan {
   const opts = compilerOptions();
   const caps = capsOf(backend);
   const legal = legalizeViews(graph);
@@ -158,7 +169,7 @@ export function buildPlan(graph: Graph, backend: Backend, device: string, key: s
   let g = legal;
   if (opts.patterns) g = matchPatterns(g, caps);
   if (opts.fuse) g = fuse(g, caps);
-  return schedule(g, graph, backend, device, key, unfused, opts.inplace, opts.tolerance);
+  return schedule(g, graph, backend, device, key, unfused, opts.inplace, opts.tolerance, writes);
 }
 
 /** Whether instruction `I` reads slot `b` only element for element at the output's index. */
@@ -179,7 +190,7 @@ function readsInPlace(I: { op: { name: string; kind: string }; attrs: unknown; a
 }
 
 /** Slots, instructions, liveness, in-place choices and workspace offsets for a fused graph. */
-function schedule(g: Graph, simplified: Graph, backend: Backend, device: string, key: string, unfused: number, inplace: boolean, tolerance: Tolerance): CompiledPlan {
+function schedule(g: Graph, simplified: Graph, backend: Backend, device: string, key: string, unfused: number, inplace: boolean, tolerance: Tolerance, writes: number): CompiledPlan {
   const lay = layouts(g);
   const slots: Slot[] = [];
   const slotOf = new Map<GNode, number>();
@@ -187,7 +198,9 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
   const leafSlots = new Array<number>(leafIndex.size).fill(-1);
   const sIndex = new Map<Node, number>();
   simplified.nodes.forEach((n, i) => { for (const o of n.origins) sIndex.set(o, i); });
-  const escapes = new Set(g.outputs.map((o) => lay.get(o)!.base));
+  // assigned values (the last `writes` outputs) are written into their destinations, not returned
+  const nOut = g.outputs.length - writes;
+  const escapes = new Set(g.outputs.slice(0, nOut).map((o) => lay.get(o)!.base));
   const arg = (x: GNode): Arg => {
     const l = lay.get(x)!;
     const slot = slotOf.get(l.base)!;
@@ -227,7 +240,22 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
       if (idx !== undefined) keep.push({ slot: s, node: idx });
     }
   }
-  const outputs = g.outputs.map(arg);
+  const outputs = g.outputs.slice(0, nOut).map(arg);
+  // assigns: one copy into each destination after every other instruction, so every read of a
+  // destination's old value (a leaf over the same storage) has happened before it is overwritten
+  const destSlots: number[] = [];
+  for (const o of g.outputs.slice(nOut)) {
+    const a = arg(o);
+    const s = slots.push({ kind: "dest", dtype: o.dtype, shape: o.shape, bytes: 0, offset: 0 }) - 1;
+    destSlots.push(s);
+    const sl = slots[a.slot]!;
+    const base = sl.kind === "leaf" ? leafStrides.get(a.slot)! : contiguousStrides(sl.shape);
+    const layout: InputLayout = a.view ? { shape: a.view.shape, strides: a.view.strides, dtype: sl.dtype } : { shape: sl.shape, strides: base, dtype: sl.dtype };
+    const i = instructions.length;
+    last[a.slot] = i;
+    const prepared = prepareKernel(backend, { op: OPS.contiguous, inputs: [layout], attrs: {}, shape: o.shape, dtype: o.dtype }, tolerance);
+    instructions.push({ op: OPS.contiguous, attrs: {}, args: [a], layouts: [layout], out: s, shape: o.shape, dtype: o.dtype, kernel: prepared?.kernel ?? null, impl: prepared?.impl ?? "", inplace: false });
+  }
   // in-place: an elementwise kernel may write over a transient input that dies at it
   const inplaceOf = new Map<number, number>();
   const taken = new Set<number>();
@@ -254,5 +282,5 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
   }));
   const memory = planMemory(bufs);
   wsSlots.forEach((s, k) => { slots[s] = { ...slots[s]!, offset: memory.offsets[k]! }; });
-  return new CompiledPlan({ key, device, backend, instructions, slots, leafSlots, outputs, keep, memory, transients: bufs, unfusedKernels: unfused });
+  return new CompiledPlan({ key, device, backend, instructions, slots, leafSlots, outputs, destSlots, keep, memory, transients: bufs, unfusedKernels: unfused });
 }

@@ -6,7 +6,10 @@
  * - leaf: an input bound when the plan runs (weights, optimizer state, constants: persistent);
  * - own: a value that escapes the plan (an output, or a value a live autograd record keeps):
  *   a fresh buffer per run, so results never alias memory a later plan reuses;
- * - ws: a transient, at a fixed offset in the device's workspace (reused by every plan).
+ * - ws: a transient, at a fixed offset in the device's workspace (reused by every plan);
+ * - dest: a persistent buffer bound when the plan runs and written by it (an assign: a parameter,
+ *   optimizer state or KV cache updated in place). The writes come last, after every read of the
+ *   old values, so a plan reading a buffer it also writes sees the old value everywhere.
  * Backends without `prepare` (devices whose buffers are not host memory) run each instruction
  * with `Backend.run` instead, which allocates its own buffers.
  */
@@ -15,7 +18,7 @@ import type { OpDef } from "../graph/op.ts";
 import { allocArray, itemsize, type DType } from "../tensor/dtype.ts";
 import { fmtShape } from "../tensor/errors.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
-import { allocData, type TensorData } from "../tensor/storage.ts";
+import { allocData, toContiguous, type TensorData } from "../tensor/storage.ts";
 import type { MemoryPlan, TransientBuffer } from "./memory.ts";
 import { get_memory_limit, LoomOutOfMemoryError } from "./options.ts";
 
@@ -50,7 +53,7 @@ export interface Instruction {
 }
 
 export interface Slot {
-  readonly kind: "leaf" | "own" | "ws";
+  readonly kind: "leaf" | "own" | "ws" | "dest";
   readonly dtype: DType;
   readonly shape: readonly number[];
   readonly bytes: number;
@@ -105,6 +108,8 @@ export interface PlanParts {
   /** Slot of each leaf of the simplified graph, in its order (-1: unused). */
   leafSlots: number[];
   outputs: Arg[];
+  /** Slot of each destination buffer (assigns), in the order `run` takes them. */
+  destSlots: number[];
   /** Own buffers that keep a graph node's value: (slot, index of the node in the simplified graph). */
   keep: { slot: number; node: number }[];
   memory: MemoryPlan;
@@ -139,6 +144,7 @@ export class CompiledPlan {
   readonly slots: readonly Slot[];
   readonly leafSlots: readonly number[];
   readonly outputs: readonly Arg[];
+  readonly destSlots: readonly number[];
   readonly keep: readonly { slot: number; node: number }[];
   readonly memory: MemoryPlan;
   readonly transients: readonly TransientBuffer[];
@@ -162,6 +168,7 @@ export class CompiledPlan {
     this.slots = p.slots;
     this.leafSlots = p.leafSlots;
     this.outputs = p.outputs;
+    this.destSlots = p.destSlots;
     this.keep = p.keep;
     this.memory = p.memory;
     this.transients = p.transients;
@@ -230,11 +237,12 @@ export class CompiledPlan {
   }
 
   /**
-   * Run the plan on `leaves` (the simplified graph's leaf buffers, in order). Returns the outputs
-   * and the kept buffers (parallel to `keep`).
+   * Run the plan on `leaves` (the simplified graph's leaf buffers, in order), writing the assigned
+   * values into `dests` (dense buffers of the assigned shapes and dtypes, parallel to
+   * `destSlots`). Returns the outputs and the kept buffers (parallel to `keep`).
    * @throws LoomOutOfMemoryError before any kernel runs when the plan exceeds the memory limit
    */
-  run(leaves: readonly TensorData[]): { outputs: TensorData[]; kept: TensorData[] } {
+  run(leaves: readonly TensorData[], dests: readonly TensorData[] = []): { outputs: TensorData[]; kept: TensorData[] } {
     this.checkMemory();
     const B = this.bufs;
     const planned = this.planned;
@@ -242,6 +250,7 @@ export class CompiledPlan {
       const s = this.leafSlots[k]!;
       if (s >= 0) B[s] = leaves[k]!;
     }
+    for (let k = 0; k < this.destSlots.length; k++) B[this.destSlots[k]!] = dests[k]!;
     this.backend.begin?.(this.work);
     if (planned) {
       this.bindWorkspace();
@@ -258,6 +267,7 @@ export class CompiledPlan {
       const xs = new Array<TensorData>(args.length);
       for (let k = 0; k < args.length; k++) xs[k] = resolve(B, args[k]!, this.backend);
       if (I.kernel) I.kernel(xs, B[I.out]!);
+      else if (this.slots[I.out]!.kind === "dest") writeInto(this.backend, B[I.out]!, this.backend.run(I.op, xs, I.attrs, I.shape, I.dtype));
       else B[I.out] = this.backend.run(I.op, xs, I.attrs, I.shape, I.dtype);
     }
     const outputs = this.outputs.map((a) => resolve(B, a, this.backend));
@@ -271,6 +281,7 @@ export class CompiledPlan {
   explain(): string {
     const name = (s: number) => {
       const sl = this.slots[s]!;
+      if (sl.kind === "dest") return `dest${this.destSlots.indexOf(s)}`;
       return sl.kind === "leaf" ? `in${this.leafSlots.indexOf(s)}` : sl.kind === "own" ? `out${s}` : `ws${s}`;
     };
     const argText = (a: Arg) => `${name(a.slot)}${a.view ? `${fmtShape(a.view.shape)}` : ""}`;
@@ -285,9 +296,16 @@ export class CompiledPlan {
       const where = s.kind === "ws" ? `@${s.offset}` : "";
       lines.push(`  #${i} ${I.op.name}${d ? ` [${d}]` : ""} (${I.args.map(argText).join(", ")}) -> ${name(I.out)}${where} ${fmtShape(I.shape)} ${I.dtype} ${fmtBytes(s.bytes)}${I.inplace ? " in-place" : ""}${I.impl ? ` {${I.impl}}` : ""}`);
     });
-    lines.push(`  outputs: ${this.outputs.map(argText).join(", ")}`);
+    lines.push(`  outputs: ${this.outputs.map(argText).join(", ")}${this.destSlots.length ? `; assigns: ${this.destSlots.length} (dest = a persistent buffer bound per run and written last)` : ""}`);
     return lines.join("\n");
   }
+}
+
+/** Backends without prepared kernels: copy a computed value into a destination buffer. */
+function writeInto(backend: Backend, dst: TensorData, src: TensorData): void {
+  if (backend.write?.(dst, src)) return;
+  const v = toContiguous(src, dst.dtype).data;
+  dst.data.set(v.subarray(0, numel(dst.shape)), dst.offset);
 }
 
 function resolve(B: readonly (TensorData | null)[], a: Arg, backend: Backend): TensorData {

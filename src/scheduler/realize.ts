@@ -12,6 +12,7 @@
  */
 import type { Backend } from "../backends/backend.ts";
 import type { Node } from "../graph/node.ts";
+import type { TensorData } from "../tensor/storage.ts";
 import { compile } from "./compile.ts";
 import type { CompiledPlan } from "./plan.ts";
 
@@ -24,24 +25,36 @@ function keepValue(n: Node, d: Node["realized"]): void {
   n.inputs = [];
 }
 
+/** A value to write into an existing buffer (an assign): `dest` is dense, of the node's shape and dtype. */
+export interface Assign {
+  readonly node: Node;
+  readonly dest: TensorData;
+}
+
 /**
- * Compute `roots` on `backend` (device `device`, for its memory limit and workspace).
+ * Compute `roots` on `backend` (device `device`, for its memory limit and workspace), and write
+ * the values of `assigns` into their destination buffers, all in one plan. Every read of a
+ * destination's old value in the plan happens before the writes (they come last).
  * @param retainAll - keep every materialized value on its node (evaluations that share work)
- * @returns the plan that ran, or null when everything was already realized
+ * @param beforeRun - called after the plan is bound and before it runs (copy-on-write of the
+ *   destinations for lazy graphs outside the plan)
+ * @returns the plan that ran, or null when nothing was to be computed or written
  * @throws LoomOutOfMemoryError before running anything when the plan exceeds the memory limit
  */
-export function realize(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false): CompiledPlan | null {
+export function realize(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false, assigns: readonly Assign[] = [], beforeRun?: () => void): CompiledPlan | null {
   const pending = roots.filter((r) => !r.realized);
-  if (pending.length === 0) return null;
-  const { plan, binding } = compile(pending, backend, device, retainAll);
-  const { outputs, kept } = plan.run(binding.leaves);
+  if (pending.length === 0 && assigns.length === 0) return null;
+  const all = assigns.length ? [...pending, ...assigns.map((a) => a.node)] : pending;
+  const { plan, binding } = compile(all, backend, device, retainAll, assigns.length);
+  beforeRun?.();
+  const { outputs, kept } = plan.run(binding.leaves, assigns.map((a) => a.dest));
   // queued devices (webgpu, native) submit the whole realize as one command buffer; a plan run at
   // once may throw here, before any node takes a value it did not get
   backend.flush?.();
   realizeStats.realizes++;
   realizeStats.nodes += plan.kernelCount;
   for (let i = 0; i < pending.length; i++) keepValue(pending[i]!, outputs[i]!);
-  binding.outputs.forEach((ns, i) => { for (const n of ns) keepValue(n, outputs[i]!); });
+  for (let i = 0; i < pending.length; i++) for (const n of binding.outputs[i]!) keepValue(n, outputs[i]!);
   kept.forEach((buf, k) => { for (const n of binding.kept[k]!) keepValue(n, buf); });
   return plan;
 }

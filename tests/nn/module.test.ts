@@ -319,11 +319,14 @@ describe("Parameter", () => {
 });
 
 describe("execution modes", () => {
-  test("lazy mode realizes the whole forward once; eager mode never realizes", () => {
+  test("lazy mode defers the forward and realizes it once at the first read; eager mode never realizes", () => {
     const mlp = new MLP(4);
     const x = loom.randn(3, 4);
     const r0 = loom.realizeStats.realizes;
-    mlp.call(x);
+    const y = mlp.call(x) as loom.Tensor;
+    expect(loom.realizeStats.realizes - r0).toBe(0); // pending: nothing ran yet
+    expect(y.is_pending).toBe(true);
+    y.dataSync();
     expect(loom.realizeStats.realizes - r0).toBe(1);
     const r1 = loom.realizeStats.realizes;
     nn.set_execution_mode("eager");

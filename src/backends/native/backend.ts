@@ -23,7 +23,7 @@ import type { DType } from "../../tensor/dtype.ts";
 import { LoomIndexError, LoomValueError } from "../../tensor/errors.ts";
 import { isContiguous, numel } from "../../tensor/shape.ts";
 import { toContiguous, type TensorData } from "../../tensor/storage.ts";
-import type { AdamWStep, BatchBackend, BatchStep, InputLayout, PreparedKernel, Submission } from "../backend.ts";
+import type { BatchBackend, BatchStep, InputLayout, PreparedKernel, Submission } from "../backend.ts";
 import { jsBackend } from "../js/backend.ts";
 import type { Implementation } from "../catalog.ts";
 import { nativeCatalog } from "./catalog.ts";
@@ -414,34 +414,6 @@ export class NativeBackend implements BatchBackend {
   write(_dst: TensorData, _src: TensorData): boolean {
     if (this.batch || this.inflight.length) this.synchronize();
     return false;
-  }
-
-  /**
-   * One fused AdamW update in place (p, m, v), equal to the optimizer's eager ops bit for bit.
-   * Takes dense float32/float64 tensors of one shape and dtype.
-   */
-  adamw(s: AdamWStep): boolean {
-    const { p, g, m, v } = s;
-    const dt = p.dtype;
-    if ((dt !== "float32" && dt !== "float64") || p.shape.length > MAX_DIMS) return false;
-    const n = numel(p.shape);
-    for (const t of [p, g, m, v]) {
-      if (t.dtype !== dt || numel(t.shape) !== n || !isContiguous(t.shape, t.strides)) return false;
-    }
-    if (n === 0) return true;
-    const code = this.lib.opcodes.get("adamw")!;
-    const bc1 = 1 - s.beta1 ** s.step, bc2 = 1 - s.beta2 ** s.step;
-    const attrs = [1 - s.lr * s.weight_decay, s.beta1, 1 - s.beta1, s.beta2, 1 - s.beta2, Math.sqrt(bc2), s.eps, -(s.lr / bc1), s.maximize ? 1 : 0];
-    if (this.batch !== null) this.flush();
-    const w = this.eager;
-    w.n = 0;
-    w.count = 0;
-    w.instr(code, attrs, p, [g, m, v]);
-    this.counts[code]!++;
-    this.stats.ops++;
-    this.stats.execs++;
-    if (this.lib.sym.loom_exec(w.bufAddr, w.n) >= 0) throw nativeError(cstr(this.lib.sym.loom_error()));
-    return true;
   }
 
   // ---- batches of steps (BatchBackend) ---------------------------------------------------------

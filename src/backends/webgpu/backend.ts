@@ -23,7 +23,6 @@ import type { PBuf } from "./memory.ts";
 import { CommandQueue } from "./queue.ts";
 import { launchReduce, REDUCE_WGSL } from "./reduce.ts";
 import { GpuData, GpuStorage, isGpu } from "./storage.ts";
-import { adamwApplies, adamwStep, type AdamWArgs } from "./optim.ts";
 
 const NO_DATA = new Float32Array(0);
 const OPS_CONTIGUOUS: OpDef = OPS.contiguous;
@@ -217,6 +216,11 @@ export class WebGpuBackend implements Backend, Ctx {
     return new GpuData(src.storage, v.shape, v.strides, v.offset);
   }
 
+  /** The GpuStorage behind a GPU view (host data: its array). */
+  storageOf(t: TensorData): object {
+    return isGpu(t) ? t.storage : t.data;
+  }
+
   /**
    * Write `src` (already of dst's dtype and shape) into the GPU view `dst` in place.
    * @returns false when dst is not GPU data (the caller writes the CPU array)
@@ -277,22 +281,6 @@ export class WebGpuBackend implements Backend, Ctx {
   }
   synchronizeSync(): void {
     this.q.doneSync();
-  }
-
-  /**
-   * One fused AdamW step over a parameter, in place on p, m and v (PyTorch 1.13's AdamW update
-   * order, see optim.ts). All four must be float32 GPU tensors of the same shape, p/m/v dense.
-   */
-  adamw(args: AdamWArgs): boolean {
-    if (!adamwApplies(args) || ![args.p, args.m, args.v].every(isGpu)) return false;
-    this.q.takeCells();
-    adamwStep(this, args);
-    for (const t of [args.p, args.m, args.v]) {
-      if (!isGpu(t)) continue;
-      this.passErrors(t, [args.p, args.g, args.m, args.v], false);
-      t.storage.invalidate();
-    }
-    return true;
   }
 
   /** Counters: submits, dispatches, pipelines, readbacks, uploads; pool memory. */

@@ -6,7 +6,6 @@ import { WebGpuBackend } from "./backend.ts";
 import { initGpu, openGpu } from "./gpu.ts";
 
 export { WebGpuBackend } from "./backend.ts";
-export type { AdamWArgs } from "./optim.ts";
 
 let backend: WebGpuBackend | null = null;
 

@@ -1,0 +1,212 @@
+/**
+ * Deferred eager state: writes of eager tensors, and eager values, that wait to run in one plan.
+ *
+ * An eager `Tensor` can be *pending*:
+ * - a pending **value** has no buffer yet: its value is a lazy graph node (`Tensor._pend`). It
+ *   comes from lazy code handing results back to eager code without computing them: a lazy
+ *   module forward in "lazy" execution mode, gradients of eager parameters from a lazy graph, and
+ *   any eager op with a pending input (the op is recorded, not run).
+ * - a pending **write** (an assign) has its buffer, and `_pend` is the value the buffer will hold:
+ *   `copy_`, `mul_`, an optimizer update or a KV-cache append whose source is pending.
+ *
+ * Reading a pending tensor (`item()`, `dataSync()`, an op that needs its buffer, a lazy use that
+ * is not a plain value) *flushes* its device: ONE plan computes the value read, every retained
+ * value (gradients stored in `.grad`, a module forward's outputs) and every pending write, and
+ * writes the assigned buffers last (scheduler/realize.ts `assigns`). So the PyTorch loop
+ * `loss.backward(); opt.step(); loss.item()` in lazy mode runs forward, backward and the update as
+ * one plan, which the plan cache compiles once.
+ *
+ * Eager semantics are kept: a read of a written buffer (through any tensor over that storage)
+ * flushes first; lazy graphs outside the plan that read a written buffer get a copy of the old
+ * values before the plan runs (copy-on-write, `beforeWrite`); a write whose destination is not a
+ * dense row-major buffer flushes and runs at once.
+ */
+import type { Node } from "../graph/node.ts";
+import { realize, type Assign } from "../scheduler/realize.ts";
+import { isContiguous } from "../tensor/shape.ts";
+import type { TensorData } from "../tensor/storage.ts";
+import { backendFor } from "./device.ts";
+
+/** What this file needs of a pending eager tensor (lazy/tensor.ts implements it). */
+export interface PendingTensor {
+  readonly device: string;
+  /** The pending value's node; null once settled. */
+  _pend: Node | null;
+  /** A pending value: take the realized buffer. A pending write: the buffer holds the value now. */
+  _settled(): void;
+}
+
+interface DeviceState {
+  /** Pending writes in record order: tensor -> its destination buffer. */
+  writes: Map<PendingTensor, TensorData>;
+  /** Pending values computed at the next flush (held strongly until then). */
+  values: Set<PendingTensor>;
+  /** Values computed at the next flush while they are alive (module outputs). */
+  weak: WeakRef<PendingTensor>[];
+}
+const devices = new Map<string, DeviceState>();
+/** The object naming `d`'s storage on `device` (its host array, or the backend's device storage). */
+export function storageKey(d: TensorData, device: string): object {
+  if (device === "cpu") return d.data;
+  const b = backendFor(device);
+  return b.storageOf ? b.storageOf(d) : d.data;
+}
+
+/** Storages with a pending write, and how many: an eager read of any of them flushes first. */
+const written = new Map<object, number>();
+/**
+ * Storages an asynchronous command buffer (native) may still be writing, by device: an eager read
+ * of any of them waits for the device first (`settleRead`).
+ */
+const inflight = new Map<object, string>();
+
+/** Counters for tests and benchmarks: flushes (plans run for deferred state) and writes they made. */
+export const deferredStats = { flushes: 0, writes: 0 };
+
+function stateOf(device: string): DeviceState {
+  let s = devices.get(device);
+  if (!s) devices.set(device, (s = { writes: new Map(), values: new Set(), weak: [] }));
+  return s;
+}
+
+/**
+ * Whether a pending write targets `d`'s storage (checked on every eager read; `d.data` is only
+ * touched while writes are pending: reading it may wait for a command buffer).
+ */
+export function hasPendingWrite(d: TensorData, device: string): boolean {
+  if (written.size === 0 && inflight.size === 0) return false;
+  const k = storageKey(d, device);
+  return written.has(k) || inflight.has(k);
+}
+
+/**
+ * Before an eager read of `d`: a pending write to its storage is made (a flush of `device`), and
+ * a write still running on the device is waited for.
+ */
+export function settleRead(d: TensorData, device: string): void {
+  const k = storageKey(d, device);
+  if (written.has(k)) flush(device);
+  waitWrites(k);
+}
+
+/** Wait for a device still writing storage `k` (asynchronous command buffers). */
+function waitWrites(k: object): void {
+  const dev = inflight.get(k);
+  if (dev === undefined) return;
+  backendFor(dev).synchronize?.();
+  for (const [s, v] of inflight) if (v === dev) inflight.delete(s);
+}
+
+/**
+ * Whether a write of a whole tensor into `dest` can be deferred: the plan writes dense row-major
+ * buffers (any offset), so other layouts are written at once.
+ */
+export function canDeferWrite(dest: TensorData): boolean {
+  return isContiguous(dest.shape, dest.strides);
+}
+
+/**
+ * Record that `t`'s buffer `dest` gets `t._pend`'s value at the next flush of its device.
+ * Another tensor's pending write over the same storage is flushed first (writes through two
+ * views of one buffer keep their order).
+ */
+export function recordWrite(t: PendingTensor, dest: TensorData): void {
+  const s = stateOf(t.device);
+  if (!s.writes.has(t)) {
+    if (hasPendingWrite(dest, t.device)) {
+      const node = t._pend;
+      flush(t.device);
+      t._pend = node;
+    }
+    const k = storageKey(dest, t.device);
+    written.set(k, (written.get(k) ?? 0) + 1);
+  }
+  s.writes.set(t, dest);
+}
+
+/** Compute `t` (a pending value) at the next flush of its device even if nobody reads it first. */
+export function retainValue(t: PendingTensor, weak = false): void {
+  const s = stateOf(t.device);
+  if (weak) s.weak.push(new WeakRef(t));
+  else s.values.add(t);
+}
+
+/** Undo retainValue (a `.grad` replaced before the flush). */
+export function releaseValue(t: PendingTensor): void {
+  devices.get(t.device)?.values.delete(t);
+}
+
+/** Pending writes and retained values on `device` (for tests and explain). */
+export function pendingCount(device = "cpu"): { writes: number; values: number } {
+  const s = devices.get(device);
+  return { writes: s?.writes.size ?? 0, values: (s?.values.size ?? 0) + (s?.weak.length ?? 0) };
+}
+
+/**
+ * Run everything pending on `device` as one plan: `extra` (values being read), the retained
+ * values, and the writes (last). Lazy graphs outside the plan that read a written buffer get a
+ * copy of its old values first (`cow`).
+ * @param cow - copy-on-write of one storage (lazy_tensor.ts beforeWrite)
+ * @param track - after the flush: make a written node a reader of its destination, so a later
+ *   write copies it too
+ * @throws whatever the plan throws (LoomOutOfMemoryError before anything runs); the pending state
+ *   is then kept
+ */
+export function flushWith(device: string, extra: readonly Node[], cow: (d: TensorData) => void, track: (n: Node, d: TensorData) => void): void {
+  const s = devices.get(device);
+  const values: PendingTensor[] = [];
+  if (s) {
+    for (const t of s.values) if (t._pend) values.push(t);
+    for (const w of s.weak) {
+      const t = w.deref();
+      if (t?._pend && !s.values.has(t)) values.push(t);
+    }
+  }
+  const writes = s ? [...s.writes] : [];
+  const roots = [...extra, ...values.map((t) => t._pend!)];
+  if (writes.length === 0 && roots.every((n) => n.realized)) {
+    if (s) { s.values.clear(); s.weak.length = 0; }
+    return;
+  }
+  const assigns: Assign[] = writes.map(([t, dest]) => ({ node: t._pend!, dest }));
+  const backend = backendFor(device);
+  realize(roots, backend, device, false, assigns, () => {
+    for (const a of assigns) {
+      // the old values are copied on the host: a write still running there must finish first
+      waitWrites(storageKey(a.dest, device));
+      cow(a.dest);
+    }
+  });
+  // buffers an asynchronous command buffer writes: eager reads of them wait for it (settleRead)
+  if (backend.synchronize && !backend.deviceMemory) for (const a of assigns) inflight.set(storageKey(a.dest, device), device);
+  deferredStats.flushes++;
+  deferredStats.writes += assigns.length;
+  if (s) {
+    s.writes.clear();
+    s.values.clear();
+    s.weak.length = 0;
+  }
+  for (const [t, dest] of writes) {
+    const n = t._pend!;
+    written.delete(storageKey(dest, device));
+    if (!n.realized) {
+      // the node's value now lives in the destination: a later write there copies it first
+      n.realized = dest;
+      n.inputs = [];
+      track(n, dest);
+    }
+    t._settled();
+  }
+  for (const t of values) t._settled();
+}
+
+let flushImpl: (device: string, extra: readonly Node[]) => void = () => {};
+/** Installed by lazy_tensor.ts (which owns copy-on-write). */
+export function setFlush(fn: (device: string, extra: readonly Node[]) => void): void {
+  flushImpl = fn;
+}
+
+/** Run everything pending on `device` (and compute `extra`) as one plan. */
+export function flush(device: string, extra: readonly Node[] = []): void {
+  flushImpl(device, extra);
+}

@@ -1,0 +1,161 @@
+/**
+ * The natural training loop as PyTorch users write it (issue 11):
+ *   out = model.call(x, {targets}); opt.zero_grad(); loss.backward(); opt.step(); loss.item()
+ * In lazy execution mode the forward's outputs, the gradients and the optimizer's writes are
+ * pending until the loss is read; the read runs them as ONE plan (counted), compiled once.
+ * Eager and lazy execution give the same parameters and optimizer state after 5 steps: bit-equal
+ * on js at tolerance "exact", within float32 tolerance on native (and webgpu when present), with
+ * gradient accumulation and zero_grad(set_to_none) both ways.
+ */
+import { describe, expect, test } from "bun:test";
+import * as loom from "../../src/index.ts";
+import { lora, models, nn, optim } from "../../src/index.ts";
+import { pendingCount } from "../../src/lazy/deferred.ts";
+import { planCacheStats } from "../../src/scheduler/compile.ts";
+import { BACKENDS, useBackend, WEBGPU } from "../backends.ts";
+
+const config = () => new models.GPT2Config({
+  vocab_size: 23, n_positions: 8, n_embd: 16, n_layer: 2, n_head: 2,
+  resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0, activation_function: "gelu",
+});
+
+interface Run {
+  losses: number[];
+  /** Trainable parameters, then AdamW's exp_avg and exp_avg_sq of each, as float64 arrays. */
+  state: Float64Array[];
+  /** Plans realized per step, from the second step on. */
+  plansPerStep: number[];
+  /** Plan compiles (cache misses) from the third step on. */
+  laterMisses: number;
+}
+
+/**
+ * 5 LoRA AdamW steps of a tiny GPT-2 written the PyTorch way.
+ * @param accumulate - micro-batches per step (gradients accumulated over several backward calls)
+ * @param setToNone - zero_grad(set_to_none)
+ */
+function train(mode: nn.ExecutionMode, accumulate: number, setToNone: boolean): Run {
+  loom.manual_seed(0);
+  const model = new models.GPT2LMHeadModel(config());
+  lora.get_peft_model(model, new lora.LoraConfig({ r: 4, lora_alpha: 8, lora_dropout: 0, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true }));
+  // B starts at zero (PEFT); a non-zero B makes every LoRA gradient path count from step one
+  for (const [name, p] of model.named_parameters()) if (name.includes("lora_B")) loom.no_grad(() => p.copy_(loom.randn(p.shape as number[]).mul(0.1)));
+  const params = model.parameters().filter((p) => p.requires_grad);
+  const opt = new optim.AdamW(params, { lr: 1e-2, weight_decay: 0.05 });
+  const batches = Array.from({ length: accumulate }, () => [loom.randint(0, 23, [2, 8]), loom.randint(0, 23, [2, 8])] as const);
+  model.train();
+  const losses: number[] = [], plansPerStep: number[] = [];
+  let misses0 = 0;
+  nn.with_execution_mode(mode, () => {
+    for (let step = 0; step < 5; step++) {
+      // step 0 has no gradients to accumulate into (zero_grad(set_to_none=false) keeps them from step 1 on)
+      if (step === 2) misses0 = planCacheStats.misses;
+      const r0 = loom.realizeStats.realizes;
+      opt.zero_grad(setToNone);
+      const stepLosses = batches.map(([x, y]) => {
+        const { loss } = model.call(x, { targets: y });
+        loss!.div(accumulate).backward();
+        return loss!;
+      });
+      opt.step();
+      for (const l of stepLosses) losses.push(l.item());
+      if (step > 0) plansPerStep.push(loom.realizeStats.realizes - r0);
+    }
+  });
+  const state = params.flatMap((p) => {
+    const s = opt.state.get(p)!;
+    return [p, s.exp_avg as loom.Tensor, s.exp_avg_sq as loom.Tensor].map((t) => t.dataSync());
+  });
+  return { losses, state, plansPerStep, laterMisses: planCacheStats.misses - misses0 };
+}
+
+function maxRelDiff(a: Float64Array, b: Float64Array): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!) / (1e-5 / 1.3e-6 + Math.abs(b[i]!)));
+  return m;
+}
+
+const CASES = [
+  { accumulate: 1, setToNone: true },
+  { accumulate: 2, setToNone: true },
+  { accumulate: 2, setToNone: false },
+];
+
+describe.each(BACKENDS)("the natural training loop on %s", (backend) => {
+  useBackend(backend);
+  for (const c of CASES) {
+    test(`lazy == eager after 5 steps (${c.accumulate} micro-batch(es), zero_grad(set_to_none=${c.setToNone}))`, () => {
+      const exact = backend === "js";
+      const run = (mode: nn.ExecutionMode) => (exact ? loom.with_compiler_options({ tolerance: "exact" }, () => train(mode, c.accumulate, c.setToNone)) : train(mode, c.accumulate, c.setToNone));
+      const eager = run("eager"), lazy = run("lazy");
+      expect(lazy.state.length).toBe(eager.state.length);
+      if (exact) {
+        expect(lazy.losses).toEqual(eager.losses);
+        lazy.state.forEach((s, i) => expect(Array.from(s)).toEqual(Array.from(eager.state[i]!)));
+      } else {
+        // torch.testing's float32 tolerance: |a - b| <= 1e-5 + 1.3e-6·|b|
+        const worst = Math.max(...lazy.state.map((s, i) => maxRelDiff(s, eager.state[i]!)));
+        expect(worst * 1.3e-6).toBeLessThan(1.3e-6 * 1.0001);
+        lazy.losses.forEach((l, i) => expect(Math.abs(l - eager.losses[i]!)).toBeLessThan(1e-5 + 1.3e-6 * Math.abs(eager.losses[i]!)));
+      }
+      // lazy: forward, backward and update of a step are ONE plan, compiled once
+      expect(lazy.plansPerStep).toEqual([1, 1, 1, 1]);
+      expect(lazy.laterMisses).toBe(0);
+      expect(pendingCount()).toEqual({ writes: 0, values: 0 });
+      // and the loss decreases
+      expect(lazy.losses.at(-1)!).toBeLessThan(lazy.losses[0]!);
+    });
+  }
+});
+
+describe("pending state keeps eager semantics", () => {
+  for (const device of ["cpu", ...(WEBGPU ? ["webgpu"] : [])]) {
+    test(`on ${device}: a deferred write, a lazy graph recorded before it, and a view read after it`, () => {
+      const p = loom.tensor([1, 2, 3, 4], { dtype: "float32" }).to(device);
+      const view = p.view([2, 2]);
+      const before = p.lazy().mul(10); // recorded before the write: keeps the old values
+      const g = loom.tensor([1, 1, 1, 1], { dtype: "float32" }).to(device).lazy().defer(); // a pending value
+      loom.no_grad(() => p.sub_(g.mul(0.5))); // a pending write (nothing runs)
+      expect(p.is_pending).toBe(true);
+      expect(view.tolist()).toEqual([[0.5, 1.5], [2.5, 3.5]]); // a read through a view flushes first
+      expect(p.is_pending).toBe(false);
+      expect(before.tolist()).toEqual([10, 20, 30, 40]);
+      expect(p.lazy().mul(10).tolist()).toEqual([5, 15, 25, 35]);
+    });
+  }
+
+  test("a write through an eager op on a pending write composes: x.copy_(a) then x.mul_(2)", () => {
+    const x = loom.zeros(3);
+    const a = loom.tensor([1, 2, 3], { dtype: "float32" }).lazy().defer();
+    x.copy_(a);
+    x.mul_(2); // reads x's pending value: still one pending write
+    expect(pendingCount().writes).toBe(1);
+    expect(x.tolist()).toEqual([2, 4, 6]);
+  });
+
+  test("a pending value written in place: the write is a new value; views of it share one buffer", () => {
+    const g = loom.tensor([1, 2, 3, 4], { dtype: "float32" }).lazy().defer();
+    g.mul_(2); // nothing else aliases it: rebinds
+    expect(g.is_pending).toBe(true);
+    expect(g.tolist()).toEqual([2, 4, 6, 8]);
+    const h = loom.tensor([1, 2, 3, 4], { dtype: "float32" }).lazy().defer();
+    const hv = h.view([2, 2]);
+    hv.add_(1); // a view of a pending value: h gets a buffer first, then hv writes it
+    expect(h.tolist()).toEqual([2, 3, 4, 5]);
+  });
+
+  test("copy_ of a wrong shape raises at record time, naming both shapes", () => {
+    const x = loom.zeros(3);
+    const a = loom.tensor([1, 2], { dtype: "float32" }).lazy().defer();
+    expect(() => x.copy_(a)).toThrow(/\[2\].*\[3\]|\[3\].*\[2\]/);
+    expect(pendingCount().writes).toBe(0);
+  });
+
+  test("a strided destination is written at once (the plan writes dense buffers)", () => {
+    const x = loom.zeros(2, 3);
+    const a = loom.tensor([1, 2], { dtype: "float32" }).lazy().defer();
+    x.t().index(0).copy_(a); // column 0 of x: [2] with stride 3
+    expect(pendingCount().writes).toBe(0);
+    expect(x.tolist()).toEqual([[1, 0, 0], [2, 0, 0]]);
+  });
+});
