@@ -213,7 +213,8 @@ export function walk(roots: readonly Node[], context: number, retainAll: boolean
         words[n++] = -1 - DTYPE_CODE[d.dtype]!;
         words[n++] = nd;
         for (let k = 0; k < nd; k++) words[n++] = d.shape[k]!;
-        for (let k = 0; k < nd; k++) words[n++] = d.strides[k]!;
+        // a size-1 dimension's stride addresses nothing: it never enters a key (issue 11)
+        for (let k = 0; k < nd; k++) words[n++] = d.shape[k] === 1 ? 0 : d.strides[k]!;
         words[n++] = x.constant ? 1 : 0;
         if (x.constant) valueClass(d, n);
         else { words[n] = 0; words[n + 1] = 0; }

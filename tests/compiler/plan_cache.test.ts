@@ -163,4 +163,15 @@ describe.each(BACKENDS)("plan cache fast path (%s)", (name) => {
     expect(with_compiler_options({ fuse: false }, () => g().plan().kernelCount)).toBe(2);
     expect(g().plan().kernelCount).toBe(1);
   });
+
+  test("a size-1 dimension's stride never enters a plan key (issue 11): one compile, right values", () => {
+    const a = loom.randn([4, 4]).index("0:1"); // [1, 4], strides [4, 1]
+    const b = loom.randn([3, 8]).index("1:2", "0:4"); // [1, 4], strides [8, 1], offset 8
+    const c = loom.randn([4, 1]).t(); // [1, 4], strides [1, 1]
+    const f = (t: loom.Tensor) => t.lazy().mul(3).add(1).eval();
+    f(a);
+    const m0 = planCacheStats.misses;
+    for (const t of [b, c]) expect(bits(f(t))).toEqual(bits(t.mul(3).add(1)));
+    expect(planCacheStats.misses - m0).toBe(0);
+  });
 });

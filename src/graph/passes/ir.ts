@@ -179,9 +179,13 @@ export function canon(v: unknown, cache = true): string {
   return s;
 }
 
-/** Leaf layout text: shape, strides (the plan bakes strides into loads) and dtype. */
+/**
+ * Leaf layout text: shape, strides (the plan bakes strides into loads) and dtype. A size-1
+ * dimension's stride addresses nothing, so it is left out (0): layouts differing only there share
+ * a plan.
+ */
 function leafKey(d: TensorData): string {
-  return `${d.dtype}[${d.shape.join(",")}]/[${d.strides.join(",")}]`;
+  return `${d.dtype}[${d.shape.join(",")}]/[${d.strides.map((s, k) => (d.shape[k] === 1 ? 0 : s)).join(",")}]`;
 }
 
 /**
