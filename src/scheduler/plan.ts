@@ -296,7 +296,12 @@ export class CompiledPlan {
       const where = s.kind === "ws" ? `@${s.offset}` : "";
       lines.push(`  #${i} ${I.op.name}${d ? ` [${d}]` : ""} (${I.args.map(argText).join(", ")}) -> ${name(I.out)}${where} ${fmtShape(I.shape)} ${I.dtype} ${fmtBytes(s.bytes)}${I.inplace ? " in-place" : ""}${I.impl ? ` {${I.impl}}` : ""}`);
     });
-    lines.push(`  outputs: ${this.outputs.map(argText).join(", ")}${this.destSlots.length ? `; assigns: ${this.destSlots.length} (dest = a persistent buffer bound per run and written last)` : ""}`);
+    const leaves = this.leafSlots.filter((sl) => sl >= 0);
+    const leafBytes = leaves.reduce((b, sl) => b + denseBytes(this.slots[sl]!.shape, this.slots[sl]!.dtype), 0);
+    // weights, optimizer state and caches are never copied into a plan: each run binds their
+    // buffers by reference (one pointer per leaf), and assigns write them in place
+    if (leaves.length) lines.push(`  inputs: ${leaves.length} persistent leaves in0..in${leaves.length - 1} (${fmtBytes(leafBytes)}), bound by reference per run, no copy`);
+    lines.push(`  outputs: ${this.outputs.map(argText).join(", ")}${this.destSlots.length ? `; assigns: ${this.destSlots.length} (dest<k>: a persistent buffer written in place, after every read of its old value)` : ""}`);
     return lines.join("\n");
   }
 }
