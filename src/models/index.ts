@@ -12,8 +12,9 @@
 export { GPT2Config, CONFIG_NAME, type GPT2ConfigFields, type GPT2Activation } from "./gpt2_config.ts";
 export {
   GPT2Attention, GPT2Block, GPT2LMHeadModel, GPT2MLP, GPT2Model, activation_module, sample_logits,
-  type CausalLMInputs, type CausalLMOutput, type GPT2Options, type GenerateOptions,
+  type CausalLMInputs, type CausalLMOutput, type GPT2CacheInputs, type GPT2Options, type GenerateOptions, type LayerCacheInputs,
 } from "./gpt2.ts";
+export { StaticCache, finfo_min, type CacheConfig, type StaticCacheOptions } from "./kv_cache.ts";
 export { Conv1D, type Conv1DOptions } from "../nn/conv1d.ts";
 export { CharTokenizer, VOCAB_NAME, type EncodeOptions } from "./char_tokenizer.ts";
 export { load_checkpoint, save_checkpoint, type LoadCheckpointOptions, type SaveCheckpointOptions } from "./hf_checkpoint.ts";
