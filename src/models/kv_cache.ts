@@ -156,8 +156,9 @@ export class StaticCache {
    * gradients flow through the returned tensors within one call, not across calls.
    * @param key_states - [B, n_head, T, head_dim], the cache's dtype
    * @param value_states - same shape as key_states
-   * @param cache_position - int64 [T]: the slot of each of the T new positions (distinct, checked
-   *   by the caller with check_positions)
+   * @param cache_position - int64 [T]: the slot of each of the T new positions, distinct; an eager
+   *   one is bounds-checked here, a lazy one must be checked by the caller (check_positions), as
+   *   GPT2Model does
    * @returns [keys, values], each [B, n_head, T_max, head_dim]; the same kind (eager or lazy) as key_states
    * @throws LoomShapeError / LoomDtypeError / LoomIndexError for states or positions that do not fit
    */
@@ -168,6 +169,9 @@ export class StaticCache {
     if (pos.ndim !== 1 || pos.shape[0] !== T || (pos.dtype !== "int64" && pos.dtype !== "int32")) {
       throw new LoomShapeError(`[StaticCache.update] cache_position must be int64 [${T}] (one slot per new position), got ${pos.dtype} ${fmtShape(pos.shape)}`);
     }
+    // eager positions are checked here; lazy ones were checked by the caller on their JS values
+    // (reading them here would realize the graph mid-forward)
+    if (!pos.isLazy) this.check_positions(Array.from(pos.dataSync()));
     const onehot = pos.unsqueeze(1).eq(lift(this.slots, key_states).unsqueeze(0)); // bool [T, T_max]: slot s takes position t
     const out: S[] = [];
     for (const [cache, states] of [[this.key_cache[layer_idx]!, key_states], [this.value_cache[layer_idx]!, value_states]] as const) {
