@@ -109,6 +109,19 @@ describe.each(BACKENDS)("StaticCache decoding on %s", (backend) => {
   });
 });
 
+describe.each(BACKENDS)("a training forward through the cache on %s", (backend) => {
+  useBackend(backend);
+  test("prefill of the whole sequence with a cache: HF loss and every gradient as PyTorch's (the cache itself stores detached values)", () => {
+    const model = GPT2LMHeadModel.from_pretrained(TINY).train();
+    const cache = model.make_cache({ shape: [B, 1], device: "cpu" });
+    const { loss } = model.call(tensor(IDS, int64), { labels: tensor(REF.labels, int64), past_key_values: cache });
+    expect(loss!.item()).toBeCloseTo(REF.loss, 5);
+    loss!.backward();
+    for (const [k, p] of model.named_parameters()) expectClose(p.grad as never, REF.grads[k]!, 1e-5, 1e-3);
+    expect(cache.key_cache.every((t) => !t.requires_grad)).toBe(true);
+  });
+});
+
 describe("eager == lazy with the cache (js backend, bitwise)", () => {
   useBackend("js");
   test("every call's logits and the cache contents", () => {
