@@ -109,7 +109,7 @@ export function generate_tokens(model: GPT2LMHeadModel, idx: Tensor, max_new_tok
         return;
       }
       const cache = opts.past_key_values ?? model.make_cache({ shape: [B, T0], device });
-      cache.reset();
+      if (opts.past_key_values) cache.reset(); // a new one is zeros already
       // prefill: the prompt at cache positions 0..T0-1, in one call
       pick(model.forward(tensor(rows, { dtype: "int64", device }), { past_key_values: cache }).logits, 0);
       for (let s = 1; s < max_new_tokens; s++) {

@@ -150,8 +150,10 @@ export class StaticCache {
 
   /**
    * Write keys/values for the positions `cache_position` of layer `layer_idx` and return the whole
-   * cache content after the write (HF StaticCache.update). Each cache tensor is rewritten whole:
-   * `cache.copy_(where(written, scattered, cache))`, positions entering only as tensor values.
+   * cache content after the write (HF StaticCache.update). Lazy states (and states that require
+   * grad): each cache tensor is rewritten whole, `cache.copy_(where(written, scattered, cache))`,
+   * positions entering only as tensor values, so the graph is the same at every position. Eager
+   * states without grad: only the new slots are written (index_copy_), the same values.
    * The write stores values without autograd history (a buffer, as HF's cache under generate):
    * gradients flow through the returned tensors within one call, not across calls.
    * @param key_states - [B, n_head, T, head_dim], the cache's dtype
@@ -171,7 +173,22 @@ export class StaticCache {
     }
     // eager positions are checked here; lazy ones were checked by the caller on their JS values
     // (reading them here would realize the graph mid-forward)
-    if (!pos.isLazy) this.check_positions(Array.from(pos.dataSync()));
+    const positions = pos.isLazy ? null : Array.from(pos.dataSync());
+    if (positions) this.check_positions(positions);
+    if (positions && !key_states.requires_grad && !value_states.requires_grad) {
+      // eager, no gradient wanted: write only the new slots (HF's index_copy_) and return the
+      // cache tensors themselves; no graph is recorded, so nothing asks for a constant structure
+      // here, and rewriting all T_max slots per layer cost about a third of an eager decode step
+      const k = this.key_cache[layer_idx]!, v = this.value_cache[layer_idx]!;
+      for (let t = 0; t < T;) {
+        let n = 1; // a run of consecutive slots is one copy (a prefill is a single run)
+        while (t + n < T && positions[t + n] === positions[t]! + n) n++;
+        k.narrow(2, positions[t]!, n).copy_(key_states.narrow(2, t, n) as unknown as Tensor);
+        v.narrow(2, positions[t]!, n).copy_(value_states.narrow(2, t, n) as unknown as Tensor);
+        t += n;
+      }
+      return [k as unknown as S, v as unknown as S];
+    }
     const onehot = pos.unsqueeze(1).eq(lift(this.slots, key_states).unsqueeze(0)); // bool [T, T_max]: slot s takes position t
     const out: S[] = [];
     for (const [cache, states] of [[this.key_cache[layer_idx]!, key_states], [this.value_cache[layer_idx]!, value_states]] as const) {

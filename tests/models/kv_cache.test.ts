@@ -111,15 +111,20 @@ describe.each(BACKENDS)("StaticCache decoding on %s", (backend) => {
 
 describe.each(BACKENDS)("a training forward through the cache on %s", (backend) => {
   useBackend(backend);
-  test("prefill of the whole sequence with a cache: HF loss and every gradient as PyTorch's (the cache itself stores detached values)", () => {
-    const model = GPT2LMHeadModel.from_pretrained(TINY).train();
-    const cache = model.make_cache({ shape: [B, 1], device: "cpu" });
-    const { loss } = model.call(tensor(IDS, int64), { labels: tensor(REF.labels, int64), past_key_values: cache });
-    expect(loss!.item()).toBeCloseTo(REF.loss, 5);
-    loss!.backward();
-    for (const [k, p] of model.named_parameters()) expectClose(p.grad as never, REF.grads[k]!, 1e-5, 1e-3);
-    expect(cache.key_cache.every((t) => !t.requires_grad)).toBe(true);
-  });
+  for (const mode of MODES) {
+    test(`${mode}: prefill of the whole sequence with a cache: HF loss and every gradient as PyTorch's (the cache itself stores detached values)`, () => {
+      const model = GPT2LMHeadModel.from_pretrained(TINY).train();
+      const cache = model.make_cache({ shape: [B, 1], device: "cpu" });
+      with_execution_mode(mode, () => {
+        const { loss } = model.call(tensor(IDS, int64), { labels: tensor(REF.labels, int64), past_key_values: cache });
+        expect(loss!.item()).toBeCloseTo(REF.loss, 5);
+        loss!.backward();
+      });
+      for (const [k, p] of model.named_parameters()) expectClose(p.grad as never, REF.grads[k]!, 1e-5, 1e-3);
+      expect(cache.key_cache.every((t) => !t.requires_grad)).toBe(true);
+      expect(cache.get_seq_length()).toBe(T);
+    });
+  }
 });
 
 describe("eager == lazy with the cache (js backend, bitwise)", () => {
@@ -191,7 +196,10 @@ describe("decoding past T_max and caches that do not fit", () => {
     const cache = model.make_cache({ shape: [2, 1], device: "cpu" }, 5);
     expect(() => model.generate(prompt, 5, { past_key_values: cache })).toThrow(LoomIndexError);
     expect(cache.get_seq_length()).toBe(0);
-    expect(model.generate(prompt, 4, { temperature: 0, past_key_values: cache }).tolist()).toEqual(model.generate(prompt, 4, { temperature: 0, use_cache: false }).tolist());
+    const want = model.generate(prompt, 4, { temperature: 0, use_cache: false }).tolist();
+    expect(model.generate(prompt, 4, { temperature: 0, past_key_values: cache }).tolist()).toEqual(want);
+    expect(cache.get_seq_length()).toBe(5);
+    expect(model.generate(prompt, 4, { temperature: 0, past_key_values: cache }).tolist()).toEqual(want); // reset, then reused
   });
 
   test("bad caches and positions throw typed errors before any write", () => {
