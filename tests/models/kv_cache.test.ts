@@ -183,6 +183,12 @@ describe("decoding past T_max and caches that do not fit", () => {
         expect(() => model.call(one, { past_key_values: short })).toThrow(/position 4.*T_max=4/);
         expect(() => model.call(tensor([[1, 2], [3, 4]], int64), { past_key_values: short, cache_position: tensor([3, 4], int64) })).toThrow(LoomIndexError);
         expectUnchanged(short, s0, 4);
+        // a cache longer than n_positions: the position embedding ends first
+        const long = model.make_cache({ shape: [B, 1], device: "cpu" }, 10);
+        model.call(tensor(IDS.map((r) => [...r, 1]), int64), { past_key_values: long });
+        const l0 = snapshot(long);
+        expect(() => model.call(one, { past_key_values: long })).toThrow(/position 8 has no position embedding \(n_positions=8\)/);
+        expectUnchanged(long, l0, 8);
       }));
     });
   }
