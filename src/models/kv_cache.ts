@@ -10,7 +10,8 @@
  * attribute, a slice or a shape, so every decode step (input [B, 1], attention over all T_max
  * slots with a mask) records the same graph: lazy decoding compiles one plan for the prefill and
  * one for all decode steps, whatever the position. Masked slots get weight exactly 0 (see
- * `attention_mask`), so the unfilled zero slots change nothing.
+ * `attention_mask`), so the unfilled zero slots change nothing. Eager states without grad record
+ * no graph, so there only the new slots are written (HF's index_copy_): the same values, cheaper.
  *
  * Bounds are checked on JS numbers before anything is written (`check_positions`): decoding past
  * T_max raises LoomIndexError and never wraps or overwrites.
