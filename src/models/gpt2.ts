@@ -16,8 +16,7 @@
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/models/gpt2/modeling_gpt2.py;
  * Radford et al. 2019, "Language Models are Unsupervised Multitask Learners".
  */
-import { no_grad } from "../autograd/grad_mode.ts";
-import { arange, tensor } from "../lazy/creation.ts";
+import { arange } from "../lazy/creation.ts";
 import { cross_entropy, scaled_dot_product_attention } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import type { Tensor } from "../lazy/tensor.ts";
@@ -30,10 +29,14 @@ import { Embedding, Linear } from "../nn/linear.ts";
 import { Module, TensorModule } from "../nn/module.ts";
 import { LayerNorm } from "../nn/normalization.ts";
 import type { DType } from "../tensor/dtype.ts";
-import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
-import { default_generator, type Generator } from "../tensor/rng.ts";
+import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
+import type { Generator } from "../tensor/rng.ts";
 import { GPT2Config, type GPT2Activation } from "./gpt2_config.ts";
 import { load_checkpoint, save_checkpoint } from "./hf_checkpoint.ts";
+import { generate_tokens, type GenerateOptions } from "./generate.ts";
+import { StaticCache } from "./kv_cache.ts";
+
+export { sample_logits, type GenerateOptions } from "./generate.ts";
 
 export interface GPT2Options {
   /** Parameter dtype (default float32). */
@@ -56,10 +59,24 @@ export function activation_module(name: GPT2Activation): TensorModule {
 }
 
 /**
+ * What one attention layer needs to read and write the KV cache: the cache, its layer, the slots
+ * of the new positions and the additive mask over all T_max slots (StaticCache.attention_mask).
+ */
+export interface LayerCacheInputs<S> {
+  past_key_values: StaticCache;
+  layer_idx: number;
+  /** int64 [T]: cache slot of each new position. */
+  cache_position: S;
+  /** [1, 1, T, T_max]: 0 where attended, dtype min elsewhere. */
+  attention_mask: S;
+}
+
+/**
  * Causal multi-head self-attention (HF GPT2Attention): q, k, v = split(c_attn(x)),
  * softmax(q kᵀ / √head_dim + causal mask) v, heads merged, then c_proj and resid_dropout.
  * c_attn: Conv1D(3·n_embd, n_embd); c_proj: Conv1D(n_embd, n_embd). HF's non-persistent
- * `attn.bias` mask buffer is not kept: the mask comes from scaled_dot_product_attention(is_causal).
+ * `attn.bias` mask buffer is not kept: the mask comes from scaled_dot_product_attention(is_causal),
+ * or with a KV cache from the cache's mask over all T_max slots.
  */
 export class GPT2Attention extends TensorModule {
   /** q/k/v projection; a LoRA wrapper may replace it (any [*, n_embd] -> [*, 3·n_embd] module). */
@@ -85,18 +102,23 @@ export class GPT2Attention extends TensorModule {
 
   /**
    * @param x - [B, T, n_embd] float
+   * @param kv - with a KV cache: the new keys/values are written to their slots and attention runs
+   *   over all T_max slots under kv.attention_mask (HF GPT2Attention with layer_past)
    * @returns [B, T, n_embd]
    */
-  forward_lazy<S extends TensorOps<S>>(x: S): S {
+  forward_lazy<S extends TensorOps<S>>(x: S, kv: LayerCacheInputs<S> | null = null): S {
     const [B, T, C] = x.shape as [number, number, number];
     const nh = this.n_head, hd = C / nh;
     const [q, k, v] = this.c_attn.forward(x).split(C, 2) as [S, S, S]; // 3 × [B, T, C]
     const heads = (t: S) => t.view(B, T, nh, hd).transpose(1, 2); // [B, nh, T, hd]
-    const y = scaled_dot_product_attention(heads(q), heads(k), heads(v), {
-      dropout_p: this.training ? this.attn_dropout.p : 0,
-      is_causal: true,
-      scale: this.scale_attn_weights ? 1 / Math.sqrt(hd) : 1,
-    }); // [B, nh, T, hd]
+    const sdpa = { dropout_p: this.training ? this.attn_dropout.p : 0, scale: this.scale_attn_weights ? 1 / Math.sqrt(hd) : 1 };
+    let y: S;
+    if (kv) {
+      const [keys, values] = kv.past_key_values.update(heads(k), heads(v), kv.layer_idx, { cache_position: kv.cache_position }); // [B, nh, T_max, hd]
+      y = scaled_dot_product_attention(heads(q), keys, values, { ...sdpa, attn_mask: kv.attention_mask });
+    } else {
+      y = scaled_dot_product_attention(heads(q), heads(k), heads(v), { ...sdpa, is_causal: true }); // [B, nh, T, hd]
+    }
     const merged = y.transpose(1, 2).contiguous().view(B, T, C); // heads side by side again
     return this.resid_dropout.forward(this.c_proj.forward(merged));
   }
@@ -140,9 +162,10 @@ export class GPT2Block extends TensorModule {
     this.mlp = new GPT2MLP(config, opts);
   }
 
-  /** @param x - [B, T, n_embd] @returns [B, T, n_embd] */
-  forward_lazy<S extends TensorOps<S>>(x: S): S {
-    const h = x.add(this.attn.forward(this.ln_1.forward(x)));
+  /** @param x - [B, T, n_embd] @param kv - the layer's KV cache inputs (GPT2Attention) @returns [B, T, n_embd] */
+  forward_lazy<S extends TensorOps<S>>(x: S, kv: LayerCacheInputs<S> | null = null): S {
+    const a = this.ln_1.forward(x);
+    const h = x.add(kv ? this.attn.forward_lazy(a, kv) : this.attn.forward(a));
     return h.add(this.mlp.forward(this.ln_2.forward(h)));
   }
 }
@@ -169,20 +192,95 @@ export class GPT2Model extends TensorModule {
 
   /**
    * @param input_ids - int64/int32 [B, T] token ids in [0, vocab_size), T <= n_positions
+   * @param inputs - KV cache inputs (HF names): `past_key_values` (a StaticCache, written in place
+   *   at `cache_position`), `cache_position` (int64 [T], default get_seq_length() + 0..T-1),
+   *   `position_ids` (int [B, T] or [1, T], default cache_position as [1, T]); `use_cache` false
+   *   ignores the cache. Without a cache every input attends causally to its own T positions.
    * @returns hidden states [B, T, n_embd] after ln_f
-   * @throws LoomShapeError for a non-2-D input or T > n_positions
+   * @throws LoomShapeError for a non-2-D input or T > n_positions, or a cache of another shape;
+   *   LoomIndexError for a cache position outside [0, T_max), raised before anything is written;
+   *   LoomDtypeError for a cache dtype other than the model's
    */
-  forward_lazy<S extends TensorOps<S>>(input_ids: S): S {
+  forward_lazy<S extends TensorOps<S>>(input_ids: S, inputs: GPT2CacheInputs<S> = {}): S {
     if (input_ids.ndim !== 2) throw new LoomShapeError(`[GPT2Model] input_ids must be [B, T], got ${fmtShape(input_ids.shape)}`);
     const T = input_ids.shape[1]!;
     if (T > this.config.n_positions) {
       throw new LoomShapeError(`[GPT2Model] sequence length ${T} exceeds n_positions=${this.config.n_positions}`);
     }
-    const pos = lift(arange(T, undefined, 1, { dtype: "int64", device: input_ids.device }), input_ids); // [T], on the input's device
-    let x = this.drop.forward(this.wte.forward(input_ids).add(this.wpe.forward(pos))); // [B, T, C]
-    for (const block of this.h) x = block.forward(x);
+    const cache = inputs.use_cache === false ? null : inputs.past_key_values ?? null;
+    if (inputs.use_cache && !cache) throw new LoomValueError("[GPT2Model] use_cache needs past_key_values (a StaticCache); GPT2LMHeadModel makes one itself");
+    if (!cache && !inputs.position_ids) {
+      // the path without a cache, unchanged: positions 0..T-1, causal attention within the input
+      const pos = lift(arange(T, undefined, 1, { dtype: "int64", device: input_ids.device }), input_ids); // [T], on the input's device
+      let x = this.drop.forward(this.wte.forward(input_ids).add(this.wpe.forward(pos))); // [B, T, C]
+      for (const block of this.h) x = block.forward(x);
+      return this.ln_f.forward(x);
+    }
+    let cache_position: S | null = null;
+    let end = 0; // positions 0..end-1 are written once this call is done
+    if (cache) {
+      // every check before the first write: a failing call leaves the cache as it was
+      this.check_cache(cache, input_ids);
+      let positions: number[];
+      if (inputs.cache_position) {
+        cache_position = inputs.cache_position;
+        positions = Array.from(cache_position.dataSync());
+      } else {
+        const past = cache.get_seq_length();
+        positions = Array.from({ length: T }, (_, i) => past + i);
+      }
+      cache.check_positions(positions);
+      if (new Set(positions).size !== positions.length) throw new LoomValueError(`[GPT2Model] cache_position [${positions.join(", ")}] repeats a slot`);
+      // the positions enter the graph as tensor values only (same graph at every decode step)
+      cache_position ??= lift(arange(positions[0]!, positions[0]! + T, 1, { dtype: "int64", device: input_ids.device }), input_ids); // [T]
+      if (cache_position.ndim !== 1 || cache_position.shape[0] !== T) throw new LoomShapeError(`[GPT2Model] cache_position must be [${T}], got ${fmtShape(cache_position.shape)}`);
+      if (!inputs.position_ids && Math.max(...positions) >= this.config.n_positions) {
+        throw new LoomIndexError(`[GPT2Model] position ${Math.max(...positions)} has no position embedding (n_positions=${this.config.n_positions})`);
+      }
+      end = Math.max(...positions) + 1;
+    }
+    const position_ids = inputs.position_ids ?? cache_position!.unsqueeze(0); // [B or 1, T]
+    if (position_ids.ndim !== 2 || position_ids.shape[1] !== T) throw new LoomShapeError(`[GPT2Model] position_ids ${fmtShape(position_ids.shape)} must be [B, ${T}] or [1, ${T}]`);
+    let x = this.drop.forward(this.wte.forward(input_ids).add(this.wpe.forward(position_ids))); // [B, T, C]
+    if (!cache) {
+      for (const block of this.h) x = block.forward(x);
+      return this.ln_f.forward(x);
+    }
+    const attention_mask = cache.attention_mask(cache_position!); // [1, 1, T, T_max]
+    let layer_idx = 0;
+    for (const block of this.h) x = block.forward_lazy(x, { past_key_values: cache, layer_idx: layer_idx++, cache_position: cache_position!, attention_mask });
+    cache.advance(end);
     return this.ln_f.forward(x);
   }
+
+  /**
+   * The cache fits this model and input: layers, heads, head_dim, batch, dtype.
+   * @throws LoomShapeError / LoomDtypeError naming the cache and the model
+   */
+  check_cache(cache: StaticCache, input_ids: { shape: readonly number[] }): void {
+    const c = this.config, hd = c.n_embd / c.n_head;
+    if (!(cache instanceof StaticCache)) throw new LoomValueError("[GPT2Model] past_key_values must be a StaticCache");
+    if (cache.num_layers !== c.n_layer || cache.num_heads !== c.n_head || cache.head_dim !== hd) {
+      throw new LoomShapeError(`[GPT2Model] past_key_values has ${cache.num_layers} layers of ${fmtShape(cache.shape)} but the model needs ${c.n_layer} layers of [B, ${c.n_head}, T_max, ${hd}]`);
+    }
+    if (cache.max_batch_size !== input_ids.shape[0]) {
+      throw new LoomShapeError(`[GPT2Model] input_ids ${fmtShape(input_ids.shape)} has batch ${input_ids.shape[0]} but past_key_values ${fmtShape(cache.shape)} holds batch ${cache.max_batch_size}`);
+    }
+    const dtype = this.wte.weight.dtype;
+    if (cache.dtype !== dtype) throw new LoomDtypeError(`[GPT2Model] past_key_values holds ${cache.dtype} but the model computes in ${dtype}`);
+  }
+}
+
+/** KV cache inputs of GPT2Model / GPT2LMHeadModel (HF argument names). */
+export interface GPT2CacheInputs<S> {
+  /** The cache to read and write (HF past_key_values); written in place. */
+  past_key_values?: StaticCache | null;
+  /** Use (GPT2LMHeadModel: make when missing) the cache; false ignores past_key_values. */
+  use_cache?: boolean;
+  /** int [B, T] or [1, T] positions for the position embedding (default: cache_position). */
+  position_ids?: S | null;
+  /** int64 [T] cache slots of the new tokens (default: get_seq_length() + 0..T-1). */
+  cache_position?: S | null;
 }
 
 /** What GPT2LMHeadModel.forward returns (HF CausalLMOutput): logits and, given labels/targets, the loss. */
@@ -191,9 +289,11 @@ export interface CausalLMOutput<S> {
   logits: S;
   /** 0-d mean cross entropy, or null without labels/targets. */
   loss: S | null;
+  /** The KV cache after this call's writes (the same StaticCache object), or null without a cache. */
+  past_key_values: StaticCache | null;
 }
 
-export interface CausalLMInputs<S> {
+export interface CausalLMInputs<S> extends GPT2CacheInputs<S> {
   /**
    * HF semantics: token ids [B, T] aligned with input_ids; the model shifts them (position t
    * predicts labels[t+1]); -100 is ignored.
@@ -203,20 +303,10 @@ export interface CausalLMInputs<S> {
   targets?: S | null;
 }
 
-export interface GenerateOptions {
-  /** Divide logits by this before sampling (> 0, default 1); 0 picks the argmax (greedy). */
-  temperature?: number;
-  /** Sample only among the k most likely tokens (default: all). */
-  top_k?: number | null;
-  /** Source of the sampling draws (default generator when omitted). */
-  generator?: Generator;
-}
-
 /**
  * GPT-2 with a language-modeling head (HF GPT2LMHeadModel). lm_head shares its weight with
  * transformer.wte when `config.tie_word_embeddings` (one Parameter, one gradient).
- * Checkpoint I/O (`from_pretrained`, `save_pretrained`) and `generate` live in pretrained.ts and
- * generate.ts and are attached to this class there.
+ * `generate` is written in generate.ts; the KV cache is kv_cache.ts's StaticCache.
  */
 export class GPT2LMHeadModel extends Module {
   transformer: GPT2Model;
@@ -267,7 +357,15 @@ export class GPT2LMHeadModel extends Module {
    * @throws LoomValueError when both labels and targets are given; LoomShapeError for mismatched shapes
    */
   override forward_lazy<S extends TensorOps<S>>(input_ids: S, inputs: CausalLMInputs<S> = {}): CausalLMOutput<S> {
-    const hidden = this.transformer.forward(input_ids) as S; // [B, T, C]
+    let past_key_values: StaticCache | null = null;
+    let hidden: S; // [B, T, C]
+    if (inputs.use_cache === true || (inputs.use_cache !== false && inputs.past_key_values) || inputs.position_ids || inputs.cache_position) {
+      past_key_values = inputs.use_cache === false ? null : inputs.past_key_values ?? (inputs.use_cache ? this.make_cache(input_ids) : null);
+      const { position_ids, cache_position } = inputs;
+      hidden = this.transformer.forward_lazy(input_ids, { past_key_values, position_ids, cache_position });
+    } else {
+      hidden = this.transformer.forward(input_ids) as S; // the path without a cache, unchanged
+    }
     const logits = this.lm_head.forward(hidden); // [B, T, V]
     const { labels = null, targets = null } = inputs;
     if (labels && targets) throw new LoomValueError("[GPT2LMHeadModel] pass labels (HF, shifted inside) or targets (already shifted), not both");
@@ -285,7 +383,15 @@ export class GPT2LMHeadModel extends Module {
       }
       loss = cross_entropy(logits.reshape([-1, V]), targets.reshape([-1]));
     }
-    return { logits, loss };
+    return { logits, loss, past_key_values };
+  }
+
+  /**
+   * A StaticCache for this model and input: batch of input_ids, T_max = n_positions, the model's
+   * dtype and the input's device (what use_cache without past_key_values makes).
+   */
+  make_cache(input_ids: { shape: readonly number[]; device: string }, max_cache_len = this.config.n_positions): StaticCache {
+    return new StaticCache({ config: this.config, max_batch_size: input_ids.shape[0]!, max_cache_len, device: input_ids.device, dtype: this.transformer.wte.weight.dtype });
   }
 
   override forward<S extends TensorOps<S>>(input_ids: S, inputs: CausalLMInputs<S> = {}): CausalLMOutput<S> {
@@ -336,71 +442,18 @@ export class GPT2LMHeadModel extends Module {
   }
 
   /**
-   * Autoregressive sampling (nanoGPT / HF generate with do_sample): appends `max_new_tokens`
-   * tokens, each drawn from softmax(logits[:, -1] / temperature) restricted to the top_k,
-   * feeding at most n_positions tokens of context. Runs under no_grad in eval() mode and restores
-   * the training flag afterwards.
+   * Autoregressive generation (HF generate; nanoGPT's options): appends `max_new_tokens` tokens,
+   * each drawn from softmax(logits[:, -1] / temperature) restricted to the top_k (temperature 0:
+   * greedy argmax). With the KV cache (default when the sequence fits in n_positions): one prefill
+   * call, then one [B, 1] call per token over a StaticCache; without (`use_cache: false`, default
+   * when longer): the context, cropped to n_positions tokens, is recomputed per token. Runs under
+   * no_grad in eval() mode and restores the training flag afterwards. See generate.ts.
    * @param idx - int64 [B, T] prompt ids (T >= 1), any device
    * @returns int64 [B, T + max_new_tokens] on the cpu
-   * @throws LoomValueError for a bad temperature or top_k, LoomShapeError for a non-2-D prompt
+   * @throws LoomValueError for a bad temperature or top_k, LoomShapeError for a non-2-D prompt,
+   *   LoomIndexError for use_cache: true past T_max (before any call)
    */
   generate(idx: Tensor, max_new_tokens: number, opts: GenerateOptions = {}): Tensor {
     return generate_tokens(this, idx, max_new_tokens, opts);
   }
-}
-
-// ---- sampling ---------------------------------------------------------------------------------
-
-/** One token from a row of logits under temperature/top-k, by inverse-CDF on one uniform draw. */
-export function sample_logits(row: ArrayLike<number>, temperature: number, top_k: number | null, u: () => number): number {
-  const V = row.length;
-  let best = 0;
-  for (let j = 1; j < V; j++) if (row[j]! > row[best]!) best = j;
-  if (temperature === 0) return best;
-  let cutoff = -Infinity;
-  if (top_k !== null && top_k < V) {
-    const sorted = Array.from(row).sort((a, b) => b - a);
-    cutoff = sorted[top_k - 1]!; // keep logits >= the k-th largest (ties kept, as torch.topk + mask)
-  }
-  const p = new Float64Array(V);
-  let sum = 0;
-  for (let j = 0; j < V; j++) {
-    if (row[j]! < cutoff) continue;
-    p[j] = Math.exp((row[j]! - row[best]!) / temperature); // shifted by the max: no overflow
-    sum += p[j]!;
-  }
-  let r = u() * sum;
-  for (let j = 0; j < V; j++) {
-    if (p[j]! === 0) continue;
-    r -= p[j]!;
-    if (r < 0) return j;
-  }
-  return best;
-}
-
-function generate_tokens(model: GPT2LMHeadModel, idx: Tensor, max_new_tokens: number, opts: GenerateOptions): Tensor {
-  const { temperature = 1, top_k = null, generator = default_generator } = opts;
-  if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new LoomValueError(`[generate] temperature must be a finite number >= 0, got ${temperature}`);
-  if (top_k !== null && (!Number.isInteger(top_k) || top_k < 1)) throw new LoomValueError(`[generate] top_k must be a positive integer, got ${top_k}`);
-  if (idx.ndim !== 2 || idx.shape[1] === 0) throw new LoomShapeError(`[generate] idx must be [B, T] with T >= 1, got ${fmtShape(idx.shape)}`);
-  const B = idx.shape[0]!;
-  const rows: number[][] = idx.tolist() as number[][];
-  const device = model.transformer.wte.weight.device; // feed the model on its own device
-  const was_training = model.training;
-  model.eval();
-  try {
-    no_grad(() => {
-      const ctx = model.config.n_positions;
-      for (let s = 0; s < max_new_tokens; s++) {
-        const cond = rows.map((r) => r.slice(-ctx));
-        const { logits } = model.forward(tensor(cond, { dtype: "int64", device })); // [B, Tc, V]
-        const Tc = cond[0]!.length, V = logits.shape[2]!;
-        const last = logits.narrow(1, Tc - 1, 1).contiguous().dataSync(); // [B, 1, V]
-        for (let b = 0; b < B; b++) rows[b]!.push(sample_logits(last.subarray(b * V, (b + 1) * V), temperature, top_k, () => generator.uniform53()));
-      }
-    });
-  } finally {
-    model.train(was_training);
-  }
-  return tensor(rows, { dtype: "int64" });
 }

@@ -6,14 +6,19 @@
  * ```ts
  * const model = models.GPT2LMHeadModel.from_pretrained("checkpoints/char-gpt");
  * const { logits, loss } = model.call(input_ids, { labels: input_ids });
- * const out = model.generate(prompt, 100, { temperature: 0.8, top_k: 20 });
+ * const out = model.generate(prompt, 100, { temperature: 0.8, top_k: 20 }); // KV cache when it fits
+ * // by hand, HF-style: prefill, then one token per call
+ * const cache = new models.StaticCache({ config: model.config, max_batch_size: 1 });
+ * let { logits } = model.call(prompt, { past_key_values: cache });
+ * ({ logits } = model.call(next_token, { past_key_values: cache })); // [1, 1] at position cache.get_seq_length()
  * ```
  */
 export { GPT2Config, CONFIG_NAME, type GPT2ConfigFields, type GPT2Activation } from "./gpt2_config.ts";
 export {
   GPT2Attention, GPT2Block, GPT2LMHeadModel, GPT2MLP, GPT2Model, activation_module, sample_logits,
-  type CausalLMInputs, type CausalLMOutput, type GPT2Options, type GenerateOptions,
+  type CausalLMInputs, type CausalLMOutput, type GPT2CacheInputs, type GPT2Options, type GenerateOptions, type LayerCacheInputs,
 } from "./gpt2.ts";
+export { StaticCache, finfo_min, type CacheConfig, type StaticCacheOptions } from "./kv_cache.ts";
 export { Conv1D, type Conv1DOptions } from "../nn/conv1d.ts";
 export { CharTokenizer, VOCAB_NAME, type EncodeOptions } from "./char_tokenizer.ts";
 export { load_checkpoint, save_checkpoint, type LoadCheckpointOptions, type SaveCheckpointOptions } from "./hf_checkpoint.ts";
