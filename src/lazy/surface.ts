@@ -911,7 +911,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
       throw new LoomDtypeError(`[${op}] result type ${v.dtype} can't be cast to the desired output type ${this.dtype}`);
     }
     let src = v.to(this.dtype).expand(this.shape as number[]);
-    if (src.isLazy !== this.isLazy) src = (this.isLazy ? src.lazy() : (src as unknown as { eval(): Self }).eval()) as Self;
+    // a lazy value written into an eager tensor stays pending: a deferred write (lazy/deferred.ts)
+    if (src.isLazy !== this.isLazy) src = (this.isLazy ? src.lazy() : (src as unknown as { defer(): Self }).defer()) as Self;
     this._assign(src);
     if (src.requires_grad && is_grad_enabled()) this._record(self, op, [src], (g) => [g]);
     return this;
