@@ -676,10 +676,30 @@ static int small_elementwise(const loom_instr *I, int64_t n) {
   return 1;
 }
 
+/** Whether `t` is dense row-major (size-1 dims' strides ignored). */
+static int dense_rowmajor(const tdesc *t) {
+  int64_t want = 1;
+  for (int d = t->nd - 1; d >= 0; d--) {
+    if (t->shape[d] != 1 && t->st[d] != want) return 0;
+    want *= t->shape[d];
+  }
+  return 1;
+}
+
 int k_elementwise(const loom_instr *I) {
   if (I->nin > 3) { loom_set_error("elementwise: %d inputs", I->nin); return 1; }
   const tdesc *o = &I->out;
   int64_t total = t_numel(o);
+  /* a dense copy of one dtype (a plan's assign into its destination, clone): memmove */
+  if (I->op == OP_contiguous && I->nin == 1 && I->in[0].dt == o->dt && I->in[0].nd == o->nd && dense_rowmajor(&I->in[0]) && dense_rowmajor(o)) {
+    int same = 1;
+    for (int d = 0; d < o->nd; d++) same &= I->in[0].shape[d] == o->shape[d];
+    if (same) {
+      size_t es = (size_t)dt_size(o->dt);
+      memmove(o->p + o->off * (int64_t)es, I->in[0].p + I->in[0].off * (int64_t)es, (size_t)total * es);
+      return 0;
+    }
+  }
   if (total <= LOOM_BLOCK && small_elementwise(I, total)) return 0;
   int nd = o->nd;
   double st[3][LOOM_MAXD];
