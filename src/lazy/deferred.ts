@@ -47,7 +47,6 @@ interface DeviceState {
 const devices = new Map<string, DeviceState>();
 /** The object naming `d`'s storage on `device` (its host array, or the backend's device storage). */
 export function storageKey(d: TensorData, device: string): object {
-  if (device === "cpu") return d.data;
   const b = backendFor(device);
   return b.storageOf ? b.storageOf(d) : d.data;
 }

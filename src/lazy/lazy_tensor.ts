@@ -91,7 +91,7 @@ export function beforeWrite(d: TensorData, device: string): void {
   const r = readers.get(storage);
   if (!r) return;
   readers.delete(storage);
-  const host = device === "cpu" || !backendFor(device).storageOf;
+  const host = !backendFor(device).deviceMemory;
   let copy: TensorData["data"] | null = null;
   for (const w of r.nodes.values()) {
     const n = w.deref();

@@ -23,6 +23,7 @@ import type { OpDef } from "../graph/op.ts";
 import { canon, type Graph } from "../graph/passes/ir.ts";
 import { uniformValue, type Evaluate } from "../graph/passes/simplify.ts";
 import type { CompiledPlan } from "./plan.ts";
+import { rawData } from "../backends/native/program.ts";
 
 /** The pending graph below some roots, walked once: its nodes (post-order) and fingerprint. */
 export interface Walk {
@@ -152,7 +153,9 @@ const ROOTS = -100;
 
 /** The storage a buffer views (device buffers name theirs: reading `.data` would copy to the host). */
 export function storageOf(d: TensorData): unknown {
-  return (d as { storage?: unknown }).storage ?? d.data;
+  // webgpu views name their GpuStorage; a native output still being written names its array
+  // under RAW (reading `data` would wait for the command buffer: consecutive plans would not overlap)
+  return (d as { storage?: unknown }).storage ?? rawData(d);
 }
 
 // ---- walking ----------------------------------------------------------------------------------

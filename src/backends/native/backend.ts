@@ -405,6 +405,11 @@ export class NativeBackend implements BatchBackend {
     }
   }
 
+  /** The array behind `t`, without waiting for a command buffer still writing it. */
+  storageOf(t: TensorData): object {
+    return rawData(t);
+  }
+
   /** `await t.data()`: settles when the command buffer writing t has run. */
   read(t: TensorData): Promise<void> {
     return pendingOf(t)?.done() ?? Promise.resolve();
