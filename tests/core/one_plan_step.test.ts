@@ -108,9 +108,10 @@ describe.each(BACKENDS)("the natural training loop on %s", (backend) => {
   }
 });
 
-describe("pending state keeps eager semantics", () => {
-  for (const device of ["cpu", ...(WEBGPU ? ["webgpu"] : [])]) {
-    test(`on ${device}: a deferred write, a lazy graph recorded before it, and a view read after it`, () => {
+describe.each([...BACKENDS, ...(WEBGPU ? ["webgpu"] : [])])("pending state keeps eager semantics on %s", (where) => {
+  if (where !== "webgpu") useBackend(where as (typeof BACKENDS)[number]);
+  for (const device of [where === "webgpu" ? "webgpu" : "cpu"]) {
+    test("a deferred write, a lazy graph recorded before it, and a view read after it", () => {
       const p = loom.tensor([1, 2, 3, 4], { dtype: "float32" }).to(device);
       const view = p.view([2, 2]);
       const before = p.lazy().mul(10); // recorded before the write: keeps the old values
@@ -121,6 +122,11 @@ describe("pending state keeps eager semantics", () => {
       expect(p.is_pending).toBe(false);
       expect(before.tolist()).toEqual([10, 20, 30, 40]);
       expect(p.lazy().mul(10).tolist()).toEqual([5, 15, 25, 35]);
+      // an eager write (eager source) while a lazy graph reading p is pending: the graph keeps the old values
+      const pending = p.lazy().add(1);
+      loom.no_grad(() => p.mul_(2));
+      expect(pending.tolist()).toEqual([1.5, 2.5, 3.5, 4.5]);
+      expect(p.tolist()).toEqual([1, 3, 5, 7]);
     });
   }
 
