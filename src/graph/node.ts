@@ -18,6 +18,11 @@ export class Node {
   /** A literal made by the surface (wrapped scalar, mask): passes may fold ops over constants. */
   constant = false;
   /**
+   * `realized` is the destination buffer of an assign (lazy/deferred.ts): a tensor taking this
+   * value must copy it, since the destination may be written again.
+   */
+  assigned = false;
+  /**
    * The autograd record of the lazy tensor that produced this node. While it is not released a
    * later backward may need this value, so a plan that materializes it keeps it (see scheduler).
    */

@@ -22,6 +22,7 @@
  * dense row-major buffer flushes and runs at once.
  */
 import type { Node } from "../graph/node.ts";
+import { OPS } from "../graph/registry.ts";
 import { realize, type Assign } from "../scheduler/realize.ts";
 import { isContiguous } from "../tensor/shape.ts";
 import type { TensorData } from "../tensor/storage.ts";
@@ -189,14 +190,27 @@ export function flushWith(device: string, extra: readonly Node[], cow: (d: Tenso
     const n = t._pend!;
     written.delete(storageKey(dest, device));
     if (!n.realized) {
-      // the node's value now lives in the destination: a later write there copies it first
+      // the node's value now lives in the destination: a later write there copies it first, and
+      // a tensor taking this value copies it (`ownValue`)
       n.realized = dest;
+      n.assigned = true;
       n.inputs = [];
       track(n, dest);
     }
     t._settled();
   }
   for (const t of values) t._settled();
+}
+
+/**
+ * The value of realized node `n` for a tensor to own: its buffer, or a copy when the buffer is an
+ * assign's destination (the destination's tensor may be written again; the value must not change).
+ */
+export function ownValue(n: Node, device: string): TensorData {
+  const d = n.realized!;
+  if (!n.assigned) return d;
+  waitWrites(storageKey(d, device));
+  return backendFor(device).run(OPS.contiguous, [d], {}, d.shape, d.dtype);
 }
 
 let flushImpl: (device: string, extra: readonly Node[]) => void = () => {};

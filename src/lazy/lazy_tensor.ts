@@ -10,7 +10,7 @@ import { OPS } from "../graph/registry.ts";
 import type { OpDef, ViewOp } from "../graph/op.ts";
 import type { CompiledPlan } from "../scheduler/plan.ts";
 import { planFor } from "../scheduler/realize.ts";
-import { flush, flushWith, retainValue, setFlush, storageKey } from "./deferred.ts";
+import { flush, flushWith, ownValue, retainValue, setFlush, storageKey } from "./deferred.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
 import type { TensorData } from "../tensor/storage.ts";
@@ -102,8 +102,10 @@ export function beforeWrite(d: TensorData, device: string): void {
       // a new TensorData of the five fields, not a spread: a backend's private fields describe the
       // old storage (native keeps its raw buffer under a symbol)
       n.realized = { dtype: v.dtype, shape: v.shape, strides: v.strides, offset: v.offset, data: copy };
+      n.assigned = false;
     } else {
       n.realized = backendFor(device).run(OPS.contiguous, [v], {}, v.shape, v.dtype);
+      n.assigned = false;
     }
   }
 }
@@ -214,7 +216,8 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    * this graph's leaves.
    */
   eval(): Tensor {
-    const t = new Tensor(this._data(), this.device);
+    this._data();
+    const t = new Tensor(ownValue(this.node, this.device), this.device);
     t._vc = this._version_counter(); // t shares the realized storage: a write to t outdates this
     if (this.requires_grad && is_grad_enabled()) {
       t.grad_fn = { name: "eval", inputs: [this as never], apply: (g) => [(g as Tensor).lazy() as never], released: false };

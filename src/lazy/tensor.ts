@@ -8,7 +8,7 @@ import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
 import { forEachStrided, isDense, toContiguous, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
-import { canDeferWrite, flush, hasPendingWrite, settleRead, recordWrite, releaseValue, retainValue } from "./deferred.ts";
+import { canDeferWrite, flush, hasPendingWrite, ownValue, settleRead, recordWrite, releaseValue, retainValue } from "./deferred.ts";
 import { beforeWrite, LazyTensor, sourceNode } from "./lazy_tensor.ts";
 import { realize } from "../scheduler/realize.ts";
 import { TensorOps } from "./surface.ts";
@@ -68,7 +68,7 @@ export class Tensor extends TensorOps<Tensor> {
   _settled(): void {
     const n = this._pend;
     if (n === null) return;
-    if (this._buf === null) this._buf = n.realized!;
+    if (this._buf === null) this._buf = ownValue(n, this.device);
     this._pend = null;
   }
   /**

@@ -150,6 +150,22 @@ describe.each([...BACKENDS, ...(WEBGPU ? ["webgpu"] : [])])("pending state keeps
     expect(h.tolist()).toEqual([2, 3, 4, 5]);
   });
 
+  test("a value written into a tensor stays its own value when that tensor is written again", () => {
+    const p = loom.zeros(3);
+    const y = loom.tensor([1, 2, 3], { dtype: "float32" }).lazy().mul(2).defer();
+    p.copy_(y);
+    expect(p.tolist()).toEqual([2, 4, 6]); // the flush wrote y's value into p
+    loom.no_grad(() => p.add_(100));
+    expect(y.tolist()).toEqual([2, 4, 6]);
+    const l = loom.tensor([1, 2, 3], { dtype: "float32" }).lazy().mul(3);
+    const q = loom.zeros(3);
+    q.copy_(l);
+    expect(q.tolist()).toEqual([3, 6, 9]);
+    const e = l.eval();
+    loom.no_grad(() => q.add_(100));
+    expect([e.tolist(), l.tolist()]).toEqual([[3, 6, 9], [3, 6, 9]]);
+  });
+
   test("copy_ of a wrong shape raises at record time, naming both shapes", () => {
     const x = loom.zeros(3);
     const a = loom.tensor([1, 2], { dtype: "float32" }).lazy().defer();
