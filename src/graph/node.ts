@@ -5,7 +5,7 @@
  * longer needed to produce it, and keeping them would keep every intermediate alive).
  */
 import type { DType } from "../tensor/dtype.ts";
-import { fmtShape } from "../tensor/errors.ts";
+import { fmtShape, LoomValueError } from "../tensor/errors.ts";
 import type { TensorData } from "../tensor/storage.ts";
 import type { OpDef } from "./op.ts";
 
@@ -22,6 +22,12 @@ export class Node {
    * value must copy it, since the destination may be written again.
    */
   assigned = false;
+  /**
+   * Set when this node read a buffer privately (a module forward's lift, an internal write) and
+   * the buffer has been written since: its value is gone, and using it raises
+   * (`checkNotStale`) instead of reading the new contents.
+   */
+  stale = false;
   /**
    * The autograd record of the lazy tensor that produced this node. While it is not released a
    * later backward may need this value, so a plan that materializes it keeps it (see scheduler).
@@ -60,6 +66,17 @@ export class Node {
     const d = this.op.describe?.(this.attrs as never);
     return d ? `${this.op.name}(${d})` : this.op.name;
   }
+}
+
+/**
+ * Throw for a node whose value was dropped (`stale`): a private read of a buffer written since.
+ * @throws LoomValueError naming the node's shape and dtype
+ */
+export function checkNotStale(n: Node): void {
+  if (!n.stale) return;
+  throw new LoomValueError(
+    `[lazy] a value (${n.dtype} ${fmtShape(n.shape)}) read inside a module forward or an optimizer/cache update was used after the tensor it read was written in place; its old contents are gone. Realize lazy values before writing the tensors they read, or read them through x.lazy() (which keeps a copy)`,
+  );
 }
 
 /**

@@ -38,8 +38,8 @@ export interface PendingTensor {
 }
 
 interface DeviceState {
-  /** Pending writes in record order: tensor -> its destination buffer. */
-  writes: Map<PendingTensor, TensorData>;
+  /** Pending writes in record order: tensor -> its destination buffer, and whether the write is private. */
+  writes: Map<PendingTensor, { dest: TensorData; priv: boolean }>;
   /** Pending values computed at the next flush (held strongly until then). */
   values: Set<PendingTensor>;
   /** Values computed at the next flush while they are alive (module outputs). */
@@ -110,7 +110,7 @@ export function canDeferWrite(dest: TensorData): boolean {
  * Another tensor's pending write over the same storage is flushed first (writes through two
  * views of one buffer keep their order).
  */
-export function recordWrite(t: PendingTensor, dest: TensorData): void {
+export function recordWrite(t: PendingTensor, dest: TensorData, priv = false): void {
   const s = stateOf(t.device);
   if (!s.writes.has(t)) {
     if (hasPendingWrite(dest, t.device)) {
@@ -121,7 +121,7 @@ export function recordWrite(t: PendingTensor, dest: TensorData): void {
     const k = storageKey(dest, t.device);
     written.set(k, (written.get(k) ?? 0) + 1);
   }
-  s.writes.set(t, dest);
+  s.writes.set(t, { dest, priv });
 }
 
 /** Compute `t` (a pending value) at the next flush of its device even if nobody reads it first. */
@@ -148,11 +148,11 @@ export function pendingCount(device = "cpu"): { writes: number; values: number }
  * copy of its old values first (`cow`).
  * @param cow - copy-on-write of one storage (lazy_tensor.ts beforeWrite)
  * @param track - after the flush: make a written node a reader of its destination, so a later
- *   write copies it too
+ *   write copies it too (`priv`: a private reader, marked stale by a later write instead)
  * @throws whatever the plan throws (LoomOutOfMemoryError before anything runs); the pending state
  *   is then kept
  */
-export function flushWith(device: string, extra: readonly Node[], cow: (d: TensorData) => void, track: (n: Node, d: TensorData) => void): void {
+export function flushWith(device: string, extra: readonly Node[], cow: (d: TensorData) => void, track: (n: Node, d: TensorData, priv: boolean) => void): void {
   const s = devices.get(device);
   const values: PendingTensor[] = [];
   if (s) {
@@ -168,7 +168,7 @@ export function flushWith(device: string, extra: readonly Node[], cow: (d: Tenso
     if (s) { s.values.clear(); s.weak.length = 0; }
     return;
   }
-  const assigns: Assign[] = writes.map(([t, dest]) => ({ node: t._pend!, dest }));
+  const assigns: Assign[] = writes.map(([t, w]) => ({ node: t._pend!, dest: w.dest }));
   const backend = backendFor(device);
   realize(roots, backend, device, false, assigns, () => {
     for (const a of assigns) {
@@ -186,7 +186,7 @@ export function flushWith(device: string, extra: readonly Node[], cow: (d: Tenso
     s.values.clear();
     s.weak.length = 0;
   }
-  for (const [t, dest] of writes) {
+  for (const [t, { dest, priv }] of writes) {
     const n = t._pend!;
     written.delete(storageKey(dest, device));
     if (!n.realized) {
@@ -195,7 +195,7 @@ export function flushWith(device: string, extra: readonly Node[], cow: (d: Tenso
       n.realized = dest;
       n.assigned = true;
       n.inputs = [];
-      track(n, dest);
+      track(n, dest, priv);
     }
     t._settled();
   }

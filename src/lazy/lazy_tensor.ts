@@ -65,6 +65,34 @@ export function sourceNode(d: TensorData, device: string): Node {
   return n;
 }
 
+/**
+ * Private readers of a storage: nodes that only Loom's own code holds (a module forward's lifts,
+ * values an optimizer or cache update wrote). A write of the storage marks them stale instead of
+ * copying the old values for them (a copy per step of every parameter and cache otherwise);
+ * using a stale node raises (Node.checkNotStale).
+ */
+const privates = new WeakMap<object, WeakRef<Node>[]>();
+
+/** Register `n` (reading `d`'s storage) as a private reader: see `privates`. */
+export function trackPrivate(n: Node, d: TensorData, device: string): void {
+  const storage = storageKey(d, device);
+  let l = privates.get(storage);
+  if (!l) privates.set(storage, (l = []));
+  l.push(new WeakRef(n));
+}
+
+/** Whether `d`'s storage has private readers (an eager write flushes the pending values that may use them first). */
+export function hasPrivateReaders(d: TensorData, device: string): boolean {
+  return privates.has(storageKey(d, device));
+}
+
+/** A source node over `d` read privately (a module forward's lift): no copy-on-write, stale after a write. */
+export function privateSource(d: TensorData, device: string): Node {
+  const n = Node.source(d);
+  trackPrivate(n, d, device);
+  return n;
+}
+
 /** Make `n` (whose value now lives in `d`, e.g. an assigned node) a reader of `d`'s storage for copy-on-write. */
 export function trackReader(n: Node, d: TensorData, device: string): void {
   const storage = storageKey(d, device);
@@ -82,12 +110,26 @@ export function readerCount(d: TensorData, device = "cpu"): number {
   return readers.get(storageKey(d, device))?.nodes.size ?? 0;
 }
 
+/** Copies made for copy-on-write (tests and benchmarks: a training loop should make none per step). */
+export const copyOnWriteStats = { copies: 0, bytes: 0 };
+
 /**
  * Call before writing `d`'s storage in place: lazy nodes still reading it get a copy of the old
  * values (host: one copy of the array; device memory: a device copy of each reader's view).
  */
 export function beforeWrite(d: TensorData, device: string): void {
   const storage = storageKey(d, device);
+  const p = privates.get(storage);
+  if (p) {
+    privates.delete(storage);
+    for (const w of p) {
+      const n = w.deref();
+      if (n?.realized && storageKey(n.realized, device) === storage) {
+        n.realized = null;
+        n.stale = true;
+      }
+    }
+  }
   const r = readers.get(storage);
   if (!r) return;
   readers.delete(storage);
@@ -98,13 +140,18 @@ export function beforeWrite(d: TensorData, device: string): void {
     const v = n?.realized;
     if (!n || !v || storageKey(v, device) !== storage) continue;
     if (host) {
-      copy ??= (d.data as TensorData["data"]).slice();
+      if (copy === null) {
+        copy = (d.data as TensorData["data"]).slice();
+        copyOnWriteStats.copies++;
+        copyOnWriteStats.bytes += copy.byteLength;
+      }
       // a new TensorData of the five fields, not a spread: a backend's private fields describe the
       // old storage (native keeps its raw buffer under a symbol)
       n.realized = { dtype: v.dtype, shape: v.shape, strides: v.strides, offset: v.offset, data: copy };
       n.assigned = false;
     } else {
       n.realized = backendFor(device).run(OPS.contiguous, [v], {}, v.shape, v.dtype);
+      copyOnWriteStats.copies++;
       n.assigned = false;
     }
   }
@@ -299,4 +346,4 @@ set_grad_materializer((pairs) => {
 
 // A flush: the plan, copy-on-write of the written buffers for lazy graphs outside it, and the
 // written nodes registered as readers of their buffers.
-setFlush((device, extra) => flushWith(device, extra, (d) => beforeWrite(d, device), (n, d) => trackReader(n, d, device)));
+setFlush((device, extra) => flushWith(device, extra, (d) => beforeWrite(d, device), (n, d, priv) => (priv ? trackPrivate(n, d, device) : trackReader(n, d, device))));

@@ -9,7 +9,8 @@ import { viewStrides } from "../tensor/shape.ts";
 import { forEachStrided, isDense, toContiguous, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, ownValue, settleRead, recordWrite, releaseValue, retainValue } from "./deferred.ts";
-import { beforeWrite, LazyTensor, sourceNode } from "./lazy_tensor.ts";
+import { beforeWrite, hasPrivateReaders, LazyTensor, privateSource, sourceNode } from "./lazy_tensor.ts";
+import { no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { TensorOps } from "./surface.ts";
 
@@ -33,6 +34,8 @@ export class Tensor extends TensorOps<Tensor> {
   _pend: Node | null;
   /** A pending value that a view or detach() shares: an in-place write must give it a real buffer first. */
   private _shared = false;
+  /** Set during `_write_private`. */
+  private _private = false;
 
   /**
    * @param _d - the strided buffer this tensor views
@@ -137,7 +140,7 @@ export class Tensor extends TensorOps<Tensor> {
    */
   deferred(consumed = false): Tensor {
     if (this._pend !== null && this._buf === null) return this;
-    if (consumed && this._pend === null) return Tensor._pending(Node.source(this._d), this.device);
+    if (consumed && this._pend === null) return Tensor._pending(privateSource(this._d, this.device), this.device);
     return Tensor._pending(this._node(), this.device);
   }
   /** Same storage, no autograd history; shares the version counter (torch.Tensor.detach). */
@@ -163,6 +166,32 @@ export class Tensor extends TensorOps<Tensor> {
    * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back
    * to this tensor, so eager parameters can be used inside lazy code.
    */
+  /**
+   * (Optimizers, caches) `copy_(src)` under no_grad, where the written value is only held by
+   * Loom's own code: the node of that value is a private reader of this buffer (marked stale by
+   * the next write instead of getting a copy of the old contents: no copy per step).
+   */
+  _write_private(src: Tensor): void {
+    this._private = true;
+    try {
+      no_grad(() => this.copy_(src));
+    } finally {
+      this._private = false;
+    }
+  }
+  /**
+   * A LazyTensor over this tensor for a module forward (nn/execution.ts `lift`): as `lazy()`, but
+   * its source node is a private reader (no copy-on-write: a later write of this buffer marks it
+   * stale). A pending value gives its node.
+   */
+  _lift(): LazyTensor {
+    if (this._pend !== null && this._buf === null) return this.lazy();
+    const l = new LazyTensor(privateSource(this._d, this.device), this.device);
+    l._origin = this;
+    l._vc = this._version_counter();
+    if (this.requires_grad) l._linkTo(this);
+    return l;
+  }
   /** In-place write of `src`'s value (a LazyTensor lifted from this tensor was written). */
   _assign_from(src: Tensor): void {
     this._assign(src);
@@ -186,10 +215,16 @@ export class Tensor extends TensorOps<Tensor> {
       // a pending source: the write waits for the next flush and runs in its plan (an assign)
       this._increment_version();
       this._pend = src._pend;
-      recordWrite(this, d);
+      recordWrite(this, d, this._private);
       return;
     }
-    const dst = this._d; // flushes a pending write to this storage first
+    let dst = this._d; // flushes a pending write to this storage first
+    // pending values (a module forward's outputs) may read this buffer through private lifts:
+    // compute them now, before the write makes those reads stale
+    if (hasPrivateReaders(dst, this.device)) {
+      flush(this.device);
+      dst = this._d;
+    }
     const sd = src._d;
     this._increment_version(); // saved for backward before this write: backward refuses it
     beforeWrite(dst, this.device); // pending lazy graphs reading this buffer keep the old values

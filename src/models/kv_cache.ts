@@ -204,7 +204,9 @@ export class StaticCache {
         const written = onehot.to("int32").sum(0).gt(0).view(this.max_cache_len, 1); // [T_max, 1]
         full = onehot.to(this.dtype).transpose(0, 1).matmul(states).where(written, old);
       }
-      (cache as unknown as S).copy_(full.detach()); // in place, the whole tensor: one write per layer and kind
+      // in place, the whole tensor: one write per layer and kind; private: the value written is the
+      // cache's own (a later write marks it stale instead of copying the cache for it)
+      cache._write_private(full.detach() as never);
       out.push(full);
     }
     return [out[0]!, out[1]!];

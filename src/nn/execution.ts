@@ -81,7 +81,9 @@ function liftToLazy(t: TensorOps<any>): LazyTensor {
   const cache = is_grad_enabled() ? scope.grad : scope.nograd;
   let l = cache.get(e);
   if (!l) {
-    l = e.lazy();
+    // a private read: nothing outside this forward holds it, so a later write of e marks it stale
+    // instead of copying e's old values for it (every parameter, every step otherwise)
+    l = e._lift();
     cache.set(e, l);
   }
   return l;

@@ -104,13 +104,14 @@ export class Adam extends Optimizer<AdamHyperparams> {
           state.max_exp_avg_sq = mx;
         }
         second = mx.deferred(true).maximum(v);
-        mx.copy_(second);
+        mx._write_private(second);
       }
       const denom = second.sqrt().div(bias_correction2_sqrt).add(eps);
       param = param.add(m.div(denom), { alpha: -step_size }); // addcdiv_(m, denom, value=-step_size)
-      exp_avg.copy_(m);
-      exp_avg_sq.copy_(v);
-      p.copy_(param);
+      // private writes: the values written are the optimizer's own (no copy-on-write is kept)
+      exp_avg._write_private(m);
+      exp_avg_sq._write_private(v);
+      p._write_private(param);
     }
   }
 }

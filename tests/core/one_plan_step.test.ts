@@ -11,6 +11,7 @@ import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { lora, models, nn, optim } from "../../src/index.ts";
 import { pendingCount } from "../../src/lazy/deferred.ts";
+import { copyOnWriteStats } from "../../src/lazy/lazy_tensor.ts";
 import { planCacheStats } from "../../src/scheduler/compile.ts";
 import { BACKENDS, useBackend, WEBGPU } from "../backends.ts";
 
@@ -27,6 +28,8 @@ interface Run {
   plansPerStep: number[];
   /** Plan compiles (cache misses) from the third step on. */
   laterMisses: number;
+  /** Copy-on-write copies from the third step on (private lifts and writes: none). */
+  laterCopies: number;
 }
 
 /**
@@ -45,11 +48,14 @@ function train(mode: nn.ExecutionMode, accumulate: number, setToNone: boolean): 
   const batches = Array.from({ length: accumulate }, () => [loom.randint(0, 23, [2, 8]), loom.randint(0, 23, [2, 8])] as const);
   model.train();
   const losses: number[] = [], plansPerStep: number[] = [];
-  let misses0 = 0;
+  let misses0 = 0, copies0 = 0;
   nn.with_execution_mode(mode, () => {
     for (let step = 0; step < 5; step++) {
       // step 0 has no gradients to accumulate into (zero_grad(set_to_none=false) keeps them from step 1 on)
-      if (step === 2) misses0 = planCacheStats.misses;
+      if (step === 2) {
+        misses0 = planCacheStats.misses;
+        copies0 = copyOnWriteStats.copies;
+      }
       const r0 = loom.realizeStats.realizes;
       opt.zero_grad(setToNone);
       const stepLosses = batches.map(([x, y]) => {
@@ -66,7 +72,7 @@ function train(mode: nn.ExecutionMode, accumulate: number, setToNone: boolean): 
     const s = opt.state.get(p)!;
     return [p, s.exp_avg as loom.Tensor, s.exp_avg_sq as loom.Tensor].map((t) => t.dataSync());
   });
-  return { losses, state, plansPerStep, laterMisses: planCacheStats.misses - misses0 };
+  return { losses, state, plansPerStep, laterMisses: planCacheStats.misses - misses0, laterCopies: copyOnWriteStats.copies - copies0 };
 }
 
 function maxRelDiff(a: Float64Array, b: Float64Array): number {
@@ -101,6 +107,8 @@ describe.each(BACKENDS)("the natural training loop on %s", (backend) => {
       // lazy: forward, backward and update of a step are ONE plan, compiled once
       expect(lazy.plansPerStep).toEqual([1, 1, 1, 1]);
       expect(lazy.laterMisses).toBe(0);
+      // nothing outside Loom read the parameters or the optimizer state: no copy-on-write copies
+      expect(lazy.laterCopies).toBe(0);
       expect(pendingCount()).toEqual({ writes: 0, values: 0 });
       // and the loss decreases
       expect(lazy.losses.at(-1)!).toBeLessThan(lazy.losses[0]!);
@@ -159,11 +167,39 @@ describe.each([...BACKENDS, ...(WEBGPU ? ["webgpu"] : [])])("pending state keeps
     expect(y.tolist()).toEqual([2, 4, 6]);
     const l = loom.tensor([1, 2, 3], { dtype: "float32" }).lazy().mul(3);
     const q = loom.zeros(3);
-    q.copy_(l);
+    q.copy_(l as never); // a lazy value into an eager tensor: a deferred write
     expect(q.tolist()).toEqual([3, 6, 9]);
     const e = l.eval();
     loom.no_grad(() => q.add_(100));
     expect([e.tolist(), l.tolist()]).toEqual([[3, 6, 9], [3, 6, 9]]);
+  });
+
+  test("a module's pending output is computed before an eager write of a weight it read", () => {
+    loom.manual_seed(0);
+    const lin = new nn.Linear(4, 3);
+    const x = loom.randn([2, 4]);
+    const want = lin.forward_eager(x).dataSync();
+    const out = lin.call(x) as loom.Tensor; // pending: reads the weight through a private lift
+    expect(out.is_pending).toBe(true);
+    loom.no_grad(() => lin.weight.add_(1));
+    expect(Array.from(out.dataSync())).toEqual(Array.from(want));
+  });
+
+  test("a privately lifted value kept past a write of its tensor raises (never the new contents)", () => {
+    const w = loom.tensor([1, 2, 3], { dtype: "float32" });
+    let kept: loom.LazyTensor | null = null;
+    class Keeper extends nn.TensorModule {
+      forward_lazy<S extends loom.TensorOps<S>>(x: S): S {
+        const lw = nn.lift(w, x);
+        kept = lw as unknown as loom.LazyTensor; // a module author keeping a lift: misuse
+        return x.mul(lw);
+      }
+    }
+    const m = new Keeper();
+    expect((m.call(loom.ones(3)) as loom.Tensor).tolist()).toEqual([1, 2, 3]);
+    loom.no_grad(() => w.mul_(10));
+    expect(() => kept!.mul(1).tolist()).toThrow(loom.LoomValueError);
+    expect(() => kept!.mul(1).tolist()).toThrow(/written in place/);
   });
 
   test("copy_ of a wrong shape raises at record time, naming both shapes", () => {
