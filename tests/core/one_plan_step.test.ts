@@ -209,6 +209,14 @@ describe.each([...BACKENDS, ...(WEBGPU ? ["webgpu"] : [])])("pending state keeps
     expect(pendingCount().writes).toBe(0);
   });
 
+  test("an in-place op whose pending result cannot be cast to the destination raises at record time, naming both dtypes", () => {
+    const x = loom.zeros(3, { dtype: "int64" });
+    const a = loom.tensor([0.5, 1.5, 2.5], { dtype: "float32" }).lazy().defer();
+    expect(() => x.add_(a)).toThrow(/float32.*int64/);
+    expect(pendingCount().writes).toBe(0);
+    expect(x.tolist()).toEqual([0, 0, 0]);
+  });
+
   test("a strided destination is written at once (the plan writes dense buffers)", () => {
     const x = loom.zeros(2, 3);
     const a = loom.tensor([1, 2], { dtype: "float32" }).lazy().defer();
