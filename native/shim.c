@@ -12,6 +12,7 @@
  * compete for the cores.
  */
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -471,6 +472,15 @@ static int started;
 /** Start the pool (n threads in all, the caller included) and the executor; idempotent. */
 int loom_init(int n) {
   if (started) return nthreads;
+  /* Tensor blocks the pool does not keep go back to glibc: with its default thresholds, blocks of
+   * a few MiB and more are fresh mmaps (or trimmed heap) every time, and every page of a new
+   * output then faults (about 3 µs per page here: 10 ms for a 12 MiB matmul output, a third of
+   * the product itself). Keep freed memory in the process instead, as the PyTorch reference is
+   * run (shared/bench/README.md: MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_). Not when the
+   * environment sets them itself, nor with LOOM_NO_MALLOPT=1. Measured (W2/W3/W4 lazy, fresh
+   * outputs): 3.7/3.7/3.6 ms -> 3.3/2.6/1.7 ms. */
+  if (!getenv("LOOM_NO_MALLOPT") && !getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum (64-bit) */
+  if (!getenv("LOOM_NO_MALLOPT") && !getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, (int)((1u << 31) - 1));
   if (n < 1) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (n < 1) n = 1;
   if (n > 64) n = 64;
