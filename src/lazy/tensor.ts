@@ -198,10 +198,11 @@ export class Tensor extends TensorOps<Tensor> {
   }
   protected _assign(src: Tensor): void {
     if (this._pend !== null && this._buf === null) {
-      if (!this._shared && src._pend !== null) {
+      if (!this._shared) {
         // a pending value nothing else aliases: the write is a new value (no buffer to write yet)
+        const n = src._node();
         this._increment_version();
-        this._pend = src._pend;
+        this._pend = n;
         return;
       }
       this._settle(); // views or copies share it: give them one buffer, then write it

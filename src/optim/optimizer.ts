@@ -103,6 +103,10 @@ export abstract class Optimizer<H extends BaseHyperparams = BaseHyperparams> {
         if (!p.grad) continue;
         if (set_to_none) {
           p.grad = null;
+        } else if (!p.grad.grad_fn) {
+          // in place (torch); a pending gradient is simply rebound to zeros (no flush)
+          const g = p.grad;
+          no_grad(() => g.zero_());
         } else {
           const z = p.grad.detach();
           no_grad(() => z.zero_());

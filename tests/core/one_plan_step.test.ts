@@ -202,6 +202,17 @@ describe.each([...BACKENDS, ...(WEBGPU ? ["webgpu"] : [])])("pending state keeps
     expect(() => kept!.mul(1).tolist()).toThrow(/written in place/);
   });
 
+  test("zero_grad(set_to_none=false) of pending gradients runs nothing (they become pending zeros)", () => {
+    const w = loom.randn([3]).requires_grad_(true);
+    const opt = new optim.SGD([w], { lr: 0.1 });
+    w.lazy().mul(2).sum().backward();
+    expect(w.grad!.is_pending).toBe(true);
+    const r0 = loom.realizeStats.realizes;
+    opt.zero_grad(false);
+    expect(loom.realizeStats.realizes).toBe(r0);
+    expect(w.grad!.tolist()).toEqual([0, 0, 0]);
+  });
+
   test("copy_ of a wrong shape raises at record time, naming both shapes", () => {
     const x = loom.zeros(3);
     const a = loom.tensor([1, 2], { dtype: "float32" }).lazy().defer();
