@@ -79,6 +79,12 @@ export function trackPrivate(n: Node, d: TensorData, device: string): void {
   let l = privates.get(storage);
   if (!l) privates.set(storage, (l = []));
   l.push(new WeakRef(n));
+  // a buffer read often and never written: drop collected entries when the list doubles
+  if (l.length >= 64 && (l.length & (l.length - 1)) === 0) {
+    const live = l.filter((w) => w.deref() !== undefined);
+    l.length = 0;
+    l.push(...live);
+  }
 }
 
 /** Whether `d`'s storage has private readers (an eager write flushes the pending values that may use them first). */
@@ -86,9 +92,19 @@ export function hasPrivateReaders(d: TensorData, device: string): boolean {
   return privates.has(storageKey(d, device));
 }
 
-/** A source node over `d` read privately (a module forward's lift): no copy-on-write, stale after a write. */
+/** The private source node last made over each TensorData (reused until its buffer is written). */
+const privateNodes = new WeakMap<TensorData, Node>();
+
+/**
+ * A source node over `d` read privately (a module forward's lift): no copy-on-write, stale after
+ * a write. One node per TensorData until then, so a loop lifting the same weights every step
+ * registers them once.
+ */
 export function privateSource(d: TensorData, device: string): Node {
+  const old = privateNodes.get(d);
+  if (old !== undefined && old.realized === d) return old;
   const n = Node.source(d);
+  privateNodes.set(d, n);
   trackPrivate(n, d, device);
   return n;
 }
