@@ -154,6 +154,11 @@ export function pendingCount(device = "cpu"): { writes: number; values: number }
  */
 export function flushWith(device: string, extra: readonly Node[], cow: (d: TensorData) => void, track: (n: Node, d: TensorData, priv: boolean) => void): void {
   const s = devices.get(device);
+  if (s === undefined || (s.writes.size === 0 && s.values.size === 0 && s.weak.length === 0)) {
+    // nothing pending (the common realize): compute `extra` alone, without the bookkeeping below
+    realize(extra, backendFor(device), device);
+    return;
+  }
   const values: PendingTensor[] = [];
   if (s) {
     for (const t of s.values) if (t._pend) values.push(t);
