@@ -1,5 +1,8 @@
 /**
  * Tensor: the eager tensor. Every op runs now on its device's backend; views share storage.
+ * A tensor may be *pending* (deferred.ts): its value a lazy node not computed yet, or a write of
+ * its buffer not made yet. An op with a pending input is recorded instead of run; reading the
+ * buffer (`_d`) computes everything pending on the device as one plan first.
  */
 import type { OpDef } from "../graph/op.ts";
 import { Node } from "../graph/node.ts";
@@ -7,11 +10,11 @@ import type { DType, TypedArray } from "../tensor/dtype.ts";
 import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
 import { forEachStrided, isDense, toContiguous, type TensorData } from "../tensor/storage.ts";
-import { backendFor } from "./device.ts";
-import { canDeferWrite, flush, hasPendingWrite, ownValue, settleRead, recordWrite, releaseValue, retainValue } from "./deferred.ts";
-import { beforeWrite, hasPrivateReaders, LazyTensor, privateSource, sourceNode } from "./lazy_tensor.ts";
 import { no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
+import { backendFor } from "./device.ts";
+import { canDeferWrite, flush, hasPendingWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
+import { beforeWrite, hasPrivateReaders, LazyTensor, privateSource, sourceNode } from "./lazy_tensor.ts";
 import { TensorOps } from "./surface.ts";
 
 /** torch.view's check: `strides` over `from` must express `shape` without a copy (eager and lazy). */
