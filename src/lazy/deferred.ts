@@ -149,8 +149,8 @@ export function pendingCount(device = "cpu"): { writes: number; values: number }
  * @param cow - copy-on-write of one storage (lazy_tensor.ts beforeWrite)
  * @param track - after the flush: make a written node a reader of its destination, so a later
  *   write copies it too (`priv`: a private reader, marked stale by a later write instead)
- * @throws whatever the plan throws (LoomOutOfMemoryError before anything runs); the pending state
- *   is then kept
+ * @throws whatever the plan throws (LoomOutOfMemoryError before anything runs, a value error of
+ *   a kernel); the pending writes are then dropped, as a raising eager op stops what follows it
  */
 export function flushWith(device: string, extra: readonly Node[], cow: (d: TensorData) => void, track: (n: Node, d: TensorData, priv: boolean) => void): void {
   const s = devices.get(device);
@@ -175,13 +175,29 @@ export function flushWith(device: string, extra: readonly Node[], cow: (d: Tenso
   }
   const assigns: Assign[] = writes.map(([t, w]) => ({ node: t._pend!, dest: w.dest }));
   const backend = backendFor(device);
-  realize(roots, backend, device, false, assigns, () => {
-    for (const a of assigns) {
-      // the old values are copied on the host: a write still running there must finish first
-      waitWrites(storageKey(a.dest, device));
-      cow(a.dest);
+  try {
+    realize(roots, backend, device, false, assigns, () => {
+      for (const a of assigns) {
+        // the old values are copied on the host: a write still running there must finish first
+        waitWrites(storageKey(a.dest, device));
+        cow(a.dest);
+      }
+    });
+  } catch (e) {
+    // The plan failed (a bad index, a plan over the memory limit): as when an eager op raises,
+    // nothing after the failure happens. The writes are dropped (their tensors keep their values,
+    // the writes come last in the plan); pending values stay pending, so reading one raises again.
+    if (s) {
+      for (const [t, w] of s.writes) {
+        written.delete(storageKey(w.dest, device));
+        if (t._pend) t._pend = null;
+      }
+      s.writes.clear();
+      s.values.clear();
+      s.weak.length = 0;
     }
-  });
+    throw e;
+  }
   // buffers an asynchronous command buffer writes: eager reads of them wait for it (settleRead)
   if (backend.synchronize && !backend.deviceMemory) for (const a of assigns) inflight.set(storageKey(a.dest, device), device);
   deferredStats.flushes++;

@@ -116,6 +116,34 @@ describe.each(BACKENDS)("the natural training loop on %s", (backend) => {
   }
 });
 
+describe.each(BACKENDS)("a failing step on %s", (backend) => {
+  useBackend(backend);
+  test("an out-of-range target raises at loss.item(); the step's writes are dropped, later steps work", () => {
+    loom.manual_seed(0);
+    const model = new models.GPT2LMHeadModel(config());
+    lora.get_peft_model(model, new lora.LoraConfig({ r: 4, lora_alpha: 8, target_modules: ["attn.c_attn"], fan_in_fan_out: true }));
+    const params = model.parameters().filter((p) => p.requires_grad);
+    const opt = new optim.AdamW(params, { lr: 1e-2 });
+    const x = loom.randint(0, 23, [2, 8]), y = loom.randint(0, 23, [2, 8]);
+    const step = (targets: loom.Tensor) => nn.with_execution_mode("lazy", () => {
+      const { loss } = model.call(x, { targets });
+      opt.zero_grad();
+      loss!.backward();
+      opt.step();
+      return loss!.item();
+    });
+    step(y);
+    const before = params.map((p) => Array.from(p.dataSync()));
+    const bad = y.clone();
+    bad.set([0, 0], 99); // vocab 23: out of range
+    expect(() => step(bad)).toThrow(loom.LoomIndexError);
+    expect(params.map((p) => Array.from(p.dataSync()))).toEqual(before); // as if step() never ran
+    expect(pendingCount()).toEqual({ writes: 0, values: 0 });
+    step(y);
+    expect(params.some((p, i) => Array.from(p.dataSync()).some((v, k) => v !== before[i]![k]))).toBe(true);
+  });
+});
+
 describe.each([...BACKENDS, ...(WEBGPU ? ["webgpu"] : [])])("pending state keeps eager semantics on %s", (where) => {
   if (where !== "webgpu") useBackend(where as (typeof BACKENDS)[number]);
   for (const device of [where === "webgpu" ? "webgpu" : "cpu"]) {
