@@ -21,6 +21,13 @@ typedef void (*sgemm_t)(int, int, int, int, int, int, float, const float *, int,
 typedef void (*dgemm_t)(int, int, int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
 static sgemm_t p_sgemm;
 static dgemm_t p_dgemm;
+/* cblas_?gemv (order, trans, M, N, alpha, A, lda, x, incx, beta, y, incy): products with one row
+ * or one column. OpenBLAS 0.3.21's ?gemm packs the whole matrix operand even then (a decode
+ * step's x·W reads W twice and writes a packed copy); gemv streams it once. */
+typedef void (*sgemv_t)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+typedef void (*dgemv_t)(int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
+static sgemv_t p_sgemv;
+static dgemv_t p_dgemv;
 static void (*p_omp_set_num_threads)(int);
 /* this thread has set its OpenMP thread count to 1 (see blas_open) */
 static _Thread_local int omp_single;
@@ -63,6 +70,8 @@ static int blas_open(void) {
     if (!h) continue;
     p_sgemm = (sgemm_t)dlsym(h, "cblas_sgemm");
     p_dgemm = (dgemm_t)dlsym(h, "cblas_dgemm");
+    p_sgemv = (sgemv_t)dlsym(h, "cblas_sgemv");
+    p_dgemv = (dgemv_t)dlsym(h, "cblas_dgemv");
     void (*set_threads)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
     if (!p_sgemm || !p_dgemm) { dlclose(h); continue; }
     if (set_threads) set_threads(1);
@@ -153,10 +162,28 @@ const char *loom_blas_name(void) {
 GEMM_FALLBACK(gemm_builtin_f32, float)
 GEMM_FALLBACK(gemm_builtin_f64, double)
 
+/*
+ * One row (M = 1: y = a·B) or one column (N = 1: y = A·b) as a gemv. Row-major operands: B [K, N]
+ * (ldb) is the matrix of y = Bᵀa, a transposed B stored [N, K] that of y = B·a; the vector's
+ * stride is 1 for a row of A, lda for a transposed A (a column of the stored matrix).
+ */
+#define GEMV_FORWARD(p_gemv, T)                                                                                    \
+  if (M == 1 && p_gemv) {                                                                                          \
+    if (tb) p_gemv(RowMajor, NoTrans, (int)N, (int)K, alpha, B, (int)ldb, A, ta ? (int)lda : 1, beta, C, 1);      \
+    else p_gemv(RowMajor, Trans, (int)K, (int)N, alpha, B, (int)ldb, A, ta ? (int)lda : 1, beta, C, 1);            \
+    return;                                                                                                        \
+  }                                                                                                                \
+  if (N == 1 && p_gemv) {                                                                                          \
+    if (ta) p_gemv(RowMajor, Trans, (int)K, (int)M, alpha, A, (int)lda, B, tb ? 1 : (int)ldb, beta, C, (int)ldc);  \
+    else p_gemv(RowMajor, NoTrans, (int)M, (int)K, alpha, A, (int)lda, B, tb ? 1 : (int)ldb, beta, C, (int)ldc);   \
+    return;                                                                                                        \
+  }
+
 void loom_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (loom_blas_available() && K > 0) {
+    GEMV_FORWARD(p_sgemv, float)
     p_sgemm(RowMajor, ta ? Trans : NoTrans, tb ? Trans : NoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,
             beta, C, (int)ldc);
     return;
@@ -168,6 +195,7 @@ void loom_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha
                    const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (loom_blas_available() && K > 0) {
+    GEMV_FORWARD(p_dgemv, double)
     p_dgemm(RowMajor, ta ? Trans : NoTrans, tb ? Trans : NoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,
             beta, C, (int)ldc);
     return;
