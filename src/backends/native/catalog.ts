@@ -11,6 +11,7 @@ import type { Application, Implementation } from "../catalog.ts";
 import type { NativeBackend } from "./backend.ts";
 import { rowImplementations } from "./rows.ts";
 import { jitImplementations } from "./jit.ts";
+import { jitMatmulImplementations } from "./jit_matmul.ts";
 
 /** Rank of the exact kernels: after every bounded implementation that applies. */
 const EXACT_RANK = 100;
@@ -32,5 +33,6 @@ export function nativeCatalog(b: NativeBackend): ReadonlyMap<string, readonly Im
   const add = (impls: readonly Implementation[]) => { for (const i of impls) m.get(i.op)!.push(i); };
   add(rowImplementations(b));
   add(jitImplementations(b));
+  add(jitMatmulImplementations(b));
   return m;
 }

@@ -234,7 +234,7 @@ function compilePending(): void {
 }
 
 /** A kernel running `g` once compiled, else (compile failed, output not dense) the exact kernel. */
-function jitKernel(b: NativeBackend, a: Application, g: Generated): PreparedKernel {
+export function jitKernel(b: NativeBackend, a: Application, g: Generated): PreparedKernel {
   const e = entryFor(g);
   const exact = b.prepare(a.op, a.inputs, a.attrs, a.shape, a.dtype);
   const run = b.instruction("jit_call", [ptr(e.slot), g.tasks, g.grain, ...g.params]);
@@ -250,7 +250,7 @@ function jitKernel(b: NativeBackend, a: Application, g: Generated): PreparedKern
  * (`LOOM_JIT_MIN_ELEMENTS`, default 16384): below, the exact kernel is about as fast and a first
  * compile (~0.1 s) would not pay for itself.
  */
-function minElements(): number {
+export function minElements(): number {
   const v = Number(process.env.LOOM_JIT_MIN_ELEMENTS ?? 16384);
   return Number.isFinite(v) ? v : 16384;
 }
