@@ -79,6 +79,11 @@ export function hasPendingWrite(d: TensorData, device: string): boolean {
   return written.has(k) || inflight.has(k);
 }
 
+/** Whether a write of `d`'s storage is recorded and not yet flushed (not: still running on the device). */
+export function hasUnflushedWrite(d: TensorData, device: string): boolean {
+  return written.size > 0 && written.has(storageKey(d, device));
+}
+
 /**
  * Before an eager read of `d`: a pending write to its storage is made (a flush of `device`), and
  * a write still running on the device is waited for.

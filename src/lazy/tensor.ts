@@ -13,7 +13,7 @@ import { forEachStrided, isDense, toContiguous, type TensorData } from "../tenso
 import { no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
-import { canDeferWrite, flush, hasPendingWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
+import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
 import { beforeWrite, hasPrivateReaders, LazyTensor, privateSource, sourceNode } from "./lazy_tensor.ts";
 import { TensorOps } from "./surface.ts";
 
@@ -189,7 +189,12 @@ export class Tensor extends TensorOps<Tensor> {
    */
   _lift(): LazyTensor {
     if (this._pend !== null && this._buf === null) return this.lazy();
-    const l = new LazyTensor(privateSource(this._d, this.device), this.device);
+    // make pending writes of this storage; a write still running on the device needs no wait:
+    // the plan reading it runs after it (command buffers run in order)
+    if (this._pend !== null) this._settle();
+    const b = this._buf!;
+    if (hasUnflushedWrite(b, this.device)) flush(this.device);
+    const l = new LazyTensor(privateSource(b, this.device), this.device);
     l._origin = this;
     l._vc = this._version_counter();
     if (this.requires_grad) l._linkTo(this);
