@@ -42,6 +42,12 @@ export interface Backend {
    */
   write?(dst: TensorData, src: TensorData): boolean;
   /**
+   * Whether prepared kernels write an output that is a dense view at any offset of a larger
+   * buffer (native). Absent: they write a whole dense buffer from its start, so a compiled plan
+   * writing into such a view (an assign's destination) uses a temporary and copies it in.
+   */
+  readonly writesViews?: boolean;
+  /**
    * The object identifying `t`'s storage (views of one buffer share it). Absent: `t.data` (host
    * arrays); device buffers must give one, since reading their `data` copies them to the host.
    */

@@ -250,7 +250,18 @@ export class CompiledPlan {
       const s = this.leafSlots[k]!;
       if (s >= 0) B[s] = leaves[k]!;
     }
-    for (let k = 0; k < this.destSlots.length; k++) B[this.destSlots[k]!] = dests[k]!;
+    // a destination inside a larger buffer (a row slice, a tensor loaded as a view of a file):
+    // kernels of backends that write only whole dense outputs get a temporary, copied in after
+    let late: [TensorData, TensorData][] | null = null;
+    for (let k = 0; k < this.destSlots.length; k++) {
+      const d = dests[k]!, sl = this.destSlots[k]!;
+      if (this.backend.writesViews || (d.offset === 0 && (this.backend.deviceMemory !== undefined || d.data.length === numel(d.shape)))) B[sl] = d;
+      else {
+        const tmp = this.backend.deviceMemory?.alloc(d.dtype, d.shape) ?? allocData(d.dtype, d.shape);
+        (late ??= []).push([d, tmp]);
+        B[sl] = tmp;
+      }
+    }
     this.backend.begin?.(this.work);
     if (planned) {
       this.bindWorkspace();
@@ -270,6 +281,7 @@ export class CompiledPlan {
       else if (this.slots[I.out]!.kind === "dest") writeInto(this.backend, B[I.out]!, this.backend.run(I.op, xs, I.attrs, I.shape, I.dtype));
       else B[I.out] = this.backend.run(I.op, xs, I.attrs, I.shape, I.dtype);
     }
+    if (late) for (const [d, tmp] of late) writeInto(this.backend, d, tmp);
     const outputs = this.outputs.map((a) => resolve(B, a, this.backend));
     const kept = this.keep.map((k) => B[k.slot]!);
     // drop references so buffers and inputs can be collected between runs

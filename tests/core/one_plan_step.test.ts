@@ -256,6 +256,19 @@ describe.each([...BACKENDS, ...(WEBGPU ? ["webgpu"] : [])])("pending state keeps
     expect(x.tolist()).toEqual([0, 0, 0]);
   });
 
+  test("a destination inside a larger buffer (rows of a matrix, at an offset) is written there, deferred", () => {
+    const dev = where === "webgpu" ? "webgpu" : "cpu";
+    const p = loom.zeros(5, 3).to(dev);
+    const rows = p.narrow(0, 2, 2);
+    rows.copy_(loom.ones(2, 3).to(dev).lazy().mul(7).defer());
+    expect(rows.is_pending).toBe(true);
+    expect(p.tolist()).toEqual([[0, 0, 0], [0, 0, 0], [7, 7, 7], [7, 7, 7], [0, 0, 0]]);
+    const big = loom.zeros(3000, 16); // large enough for the native backend's pooled memory
+    big.narrow(0, 1000, 1000).copy_(loom.ones(1000, 16).lazy().mul(2).defer());
+    const v = big.dataSync();
+    expect([v[1000 * 16 - 1], v[1000 * 16], v[2000 * 16 - 1], v[2000 * 16]]).toEqual([0, 2, 2, 0]);
+  });
+
   test("a strided destination is written at once (the plan writes dense buffers)", () => {
     const x = loom.zeros(2, 3);
     const a = loom.tensor([1, 2], { dtype: "float32" }).lazy().defer();

@@ -405,6 +405,9 @@ export class NativeBackend implements BatchBackend {
     }
   }
 
+  /** Plan kernels write dense outputs at the offset they are given (instruction tensors carry it). */
+  readonly writesViews = true;
+
   /** The array behind `t`, without waiting for a command buffer still writing it. */
   storageOf(t: TensorData): object {
     return rawData(t);
