@@ -380,6 +380,18 @@ static uint64_t op_counts[OP_END];
    profile that `NativeBackend.shimCounters().nsByOp` reports. */
 static uint64_t op_ns[OP_END];
 
+/* Per-instruction profile (loom_profile_buffer): [ns, opcode, output elements] per instruction
+   index of each command buffer run while set, accumulated (for tools: which kernels of a plan
+   take the time). */
+static double *prof_buf;
+static int64_t prof_cap;
+
+/** Set (or clear, with a null buffer) the per-instruction profile buffer of `cap` instructions. */
+void loom_profile_buffer(double *buf, double cap) {
+  prof_buf = buf;
+  prof_cap = (int64_t)cap;
+}
+
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -405,7 +417,13 @@ static int run_program(const double *w, int64_t nwords, char *err) {
     op_counts[I.op]++;
     uint64_t t0 = now_ns();
     int rc = KERNELS[I.op](&I);
-    op_ns[I.op] += now_ns() - t0;
+    uint64_t dt = now_ns() - t0;
+    op_ns[I.op] += dt;
+    if (prof_buf && k < prof_cap) {
+      prof_buf[3 * k] += (double)dt;
+      prof_buf[3 * k + 1] = I.op;
+      prof_buf[3 * k + 2] = (double)t_numel(&I.out);
+    }
     loom_int_fault_report(); /* integer division by zero etc., seen by any pool thread */
     if (rc != 0 || err[0]) {
       if (!err[0]) loom_set_error("kernel %d failed", I.op);

@@ -260,6 +260,17 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     }
   });
 
+  test("profile(): per-instruction kernel time of a plan, with the opcode and output size", () => {
+    const x = loom.randn([256, 256]), w = loom.randn([256, 256]);
+    const rows = nb.profile(() => { x.lazy().matmul(w.lazy()).exp().sum(0).eval(); });
+    const ops = rows.map((r) => r.op);
+    expect(ops).toContain("matmul");
+    expect(rows.every((r) => r.ms >= 0 && r.elements > 0)).toBe(true);
+    expect(rows.find((r) => r.op === "matmul")!.elements).toBe(256 * 256);
+    // off again: a later plan records nothing
+    expect(nb.profile(() => {}).length).toBe(0);
+  });
+
   test("the workspace and pooled output buffers are reused across runs", () => {
     const x = loom.randn([256, 512]), w = loom.randn([512]);
     const f = () => loom.rms_norm(x.lazy().mul(1.5), [512], w.lazy()).add(x.lazy()).eval();

@@ -494,6 +494,28 @@ export class NativeBackend implements BatchBackend {
     return { submits: c[0]!, byOp, preemptions: c[1 + E]!, nsByOp };
   }
 
+  /**
+   * Profile `fn`'s command buffers per instruction: for each instruction index (in command
+   * buffer order; a plan instruction may encode more than one), the summed wall time in ms, the
+   * opcode name and the output's element count, slowest first. Waits for the device at the end.
+   * @param cap - instructions per command buffer to record
+   */
+  profile(fn: () => void, cap = 4096): { index: number; ms: number; op: string; elements: number }[] {
+    const buf = new Float64Array(3 * cap);
+    this.synchronize();
+    this.lib.sym.loom_profile_buffer(buf, cap);
+    try {
+      fn();
+      this.synchronize();
+    } finally {
+      this.lib.sym.loom_profile_buffer(null, 0);
+    }
+    const names = new Map([...this.lib.opcodes].map(([n, c]) => [c, n]));
+    const rows: { index: number; ms: number; op: string; elements: number }[] = [];
+    for (let k = 0; k < cap; k++) if (buf[3 * k]! > 0) rows.push({ index: k, ms: buf[3 * k]! / 1e6, op: names.get(buf[3 * k + 1]!) ?? "?", elements: buf[3 * k + 2]! });
+    return rows.sort((a, b) => b.ms - a.ms);
+  }
+
   /** Command buffers submitted and not yet collected. */
   get inFlight(): number {
     return this.inflight.filter((s) => !s.isDone).length + (this.batch?.writer.count ? 1 : 0);

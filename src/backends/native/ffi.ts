@@ -17,6 +17,7 @@ const SYMBOLS = {
   loom_cmd_error: { args: [FFIType.ptr], returns: FFIType.ptr },
   loom_release: { args: [FFIType.ptr], returns: FFIType.void },
   loom_counters: { args: [FFIType.ptr], returns: FFIType.void },
+  loom_profile_buffer: { args: [FFIType.ptr, FFIType.f64], returns: FFIType.void },
   loom_blas_available: { args: [], returns: FFIType.i32 },
   loom_blas_name: { args: [], returns: FFIType.ptr },
   loom_alloc: { args: [FFIType.f64], returns: FFIType.ptr },
