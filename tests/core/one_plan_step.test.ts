@@ -13,7 +13,9 @@ import { lora, models, nn, optim } from "../../src/index.ts";
 import { pendingCount } from "../../src/lazy/deferred.ts";
 import { copyOnWriteStats } from "../../src/lazy/lazy_tensor.ts";
 import { planCacheStats } from "../../src/scheduler/compile.ts";
+import { FLOAT32_TOLERANCE, type Contract } from "../../src/backends/catalog.ts";
 import { BACKENDS, useBackend, WEBGPU } from "../backends.ts";
+import { expectWithinContract } from "../catalog/helpers.ts";
 
 const config = () => new models.GPT2Config({
   vocab_size: 23, n_positions: 8, n_embd: 16, n_layer: 2, n_head: 2,
@@ -75,11 +77,8 @@ function train(mode: nn.ExecutionMode, accumulate: number, setToNone: boolean): 
   return { losses, state, plansPerStep, laterMisses: planCacheStats.misses - misses0, laterCopies: copyOnWriteStats.copies - copies0 };
 }
 
-function maxRelDiff(a: Float64Array, b: Float64Array): number {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!) / (1e-5 / 1.3e-6 + Math.abs(b[i]!)));
-  return m;
-}
+/** torch.testing's float32 tolerance as a contract: |a − b| ≤ 1e-5 + 1.3e-6·|b|. */
+const FLOAT32: Contract = { kind: "bound", ...(FLOAT32_TOLERANCE as { atol: number; rtol: number }), source: "torch.testing float32" };
 
 const CASES = [
   { accumulate: 1, setToNone: true },
@@ -99,10 +98,8 @@ describe.each(BACKENDS)("the natural training loop on %s", (backend) => {
         expect(lazy.losses).toEqual(eager.losses);
         lazy.state.forEach((s, i) => expect(Array.from(s)).toEqual(Array.from(eager.state[i]!)));
       } else {
-        // torch.testing's float32 tolerance: |a - b| <= 1e-5 + 1.3e-6·|b|
-        const worst = Math.max(...lazy.state.map((s, i) => maxRelDiff(s, eager.state[i]!)));
-        expect(worst * 1.3e-6).toBeLessThan(1.3e-6 * 1.0001);
-        lazy.losses.forEach((l, i) => expect(Math.abs(l - eager.losses[i]!)).toBeLessThan(1e-5 + 1.3e-6 * Math.abs(eager.losses[i]!)));
+        lazy.state.forEach((s, i) => expectWithinContract(s, eager.state[i]!, FLOAT32, { float64: true, what: `state ${i}` }));
+        expectWithinContract(lazy.losses, eager.losses, FLOAT32, { float64: true, what: "losses" });
       }
       // lazy: forward, backward and update of a step are ONE plan, compiled once
       expect(lazy.plansPerStep).toEqual([1, 1, 1, 1]);
