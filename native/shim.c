@@ -378,7 +378,7 @@ static const double *parse_tensor(const double *w, tdesc *t) {
 static uint64_t op_counts[OP_END];
 /* Nanoseconds spent per opcode (clock_gettime around each kernel: ~40 ns per instruction), the
    profile that `NativeBackend.shimCounters().nsByOp` reports. */
-static uint64_t op_ns[OP_END];
+static double op_ns[OP_END];
 
 /* Per-instruction profile (loom_profile_buffer): [ns, opcode, output elements] per instruction
    index of each command buffer run while set, accumulated (for tools: which kernels of a plan
@@ -392,11 +392,6 @@ void loom_profile_buffer(double *buf, double cap) {
   prof_cap = (int64_t)cap;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /** Runs every instruction in order; returns the index of a failed one, or -1. */
 static int run_program(const double *w, int64_t nwords, char *err) {
@@ -415,12 +410,12 @@ static int run_program(const double *w, int64_t nwords, char *err) {
     const double *t = parse_tensor(w + 4 + I.nattr, &I.out);
     for (int i = 0; i < I.nin; i++) t = parse_tensor(t, &I.in[i]);
     op_counts[I.op]++;
-    uint64_t t0 = now_ns();
+    double t0 = now_us();
     int rc = KERNELS[I.op](&I);
-    uint64_t dt = now_ns() - t0;
+    double dt = (now_us() - t0) * 1e3; /* ns */
     op_ns[I.op] += dt;
     if (prof_buf && k < prof_cap) {
-      prof_buf[3 * k] += (double)dt;
+      prof_buf[3 * k] += dt;
       prof_buf[3 * k + 1] = I.op;
       prof_buf[3 * k + 2] = (double)t_numel(&I.out);
     }
@@ -584,5 +579,5 @@ void loom_counters(double *out) {
   out[0] = (double)submits;
   for (int i = 0; i < OP_END; i++) out[1 + i] = (double)op_counts[i];
   out[1 + OP_END] = (double)atomic_load(&preemptions);
-  for (int i = 0; i < OP_END; i++) out[2 + OP_END + i] = (double)op_ns[i];
+  for (int i = 0; i < OP_END; i++) out[2 + OP_END + i] = op_ns[i];
 }

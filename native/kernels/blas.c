@@ -167,7 +167,7 @@ GEMM_FALLBACK(gemm_builtin_f64, double)
  * (ldb) is the matrix of y = Bᵀa, a transposed B stored [N, K] that of y = B·a; the vector's
  * stride is 1 for a row of A, lda for a transposed A (a column of the stored matrix).
  */
-#define GEMV_FORWARD(p_gemv, T)                                                                                    \
+#define GEMV_FORWARD(p_gemv)                                                                                       \
   if (M == 1 && p_gemv) {                                                                                          \
     if (tb) p_gemv(RowMajor, NoTrans, (int)N, (int)K, alpha, B, (int)ldb, A, ta ? (int)lda : 1, beta, C, 1);      \
     else p_gemv(RowMajor, Trans, (int)K, (int)N, alpha, B, (int)ldb, A, ta ? (int)lda : 1, beta, C, 1);            \
@@ -183,7 +183,7 @@ void loom_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (loom_blas_available() && K > 0) {
-    GEMV_FORWARD(p_sgemv, float)
+    GEMV_FORWARD(p_sgemv)
     p_sgemm(RowMajor, ta ? Trans : NoTrans, tb ? Trans : NoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,
             beta, C, (int)ldc);
     return;
@@ -195,7 +195,7 @@ void loom_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha
                    const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (loom_blas_available() && K > 0) {
-    GEMV_FORWARD(p_dgemv, double)
+    GEMV_FORWARD(p_dgemv)
     p_dgemm(RowMajor, ta ? Trans : NoTrans, tb ? Trans : NoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,
             beta, C, (int)ldc);
     return;

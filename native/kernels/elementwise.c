@@ -643,7 +643,6 @@ int prog_run(const prog_t *P, const tdesc *ins, const tdesc *out, const char *ac
 }
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
-/** One registry elementwise op as a program: a load per input (broadcast to the output), the op. */
 /** Whether t's elements are dense in row-major order (size-1 dims ignored). */
 static int is_dense(const tdesc *t) {
   int64_t s = 1;
@@ -676,22 +675,13 @@ static int small_elementwise(const loom_instr *I, int64_t n) {
   return 1;
 }
 
-/** Whether `t` is dense row-major (size-1 dims' strides ignored). */
-static int dense_rowmajor(const tdesc *t) {
-  int64_t want = 1;
-  for (int d = t->nd - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->st[d] != want) return 0;
-    want *= t->shape[d];
-  }
-  return 1;
-}
-
+/** One registry elementwise op as a program: a load per input (broadcast to the output), the op. */
 int k_elementwise(const loom_instr *I) {
   if (I->nin > 3) { loom_set_error("elementwise: %d inputs", I->nin); return 1; }
   const tdesc *o = &I->out;
   int64_t total = t_numel(o);
   /* a dense copy of one dtype (a plan's assign into its destination, clone): memmove */
-  if (I->op == OP_contiguous && I->nin == 1 && I->in[0].dt == o->dt && I->in[0].nd == o->nd && dense_rowmajor(&I->in[0]) && dense_rowmajor(o)) {
+  if (I->op == OP_contiguous && I->nin == 1 && I->in[0].dt == o->dt && I->in[0].nd == o->nd && is_dense(&I->in[0]) && is_dense(o)) {
     int same = 1;
     for (int d = 0; d < o->nd; d++) same &= I->in[0].shape[d] == o->shape[d];
     if (same) {

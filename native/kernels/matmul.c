@@ -125,7 +125,7 @@ static void mm_tasks(void *vc, int64_t t0, int64_t t1) {
  * element read: memory-bound, so it is split across the pool from this many matrix bytes on, far
  * below the flop threshold of real GEMMs. 24 decode-size GEMVs (57 MB): 16.7 -> 20.6 GB/s.
  */
-static double gemv_split_bytes(void) { return 262144.0; }
+#define GEMV_SPLIT_BYTES 262144.0
 
 /** Matrix bytes a one-row / one-column product streams (0 for other products). */
 static double mm_streams(const mm_ctx *C) {
@@ -159,7 +159,7 @@ static void mm_setup(mm_ctx *C, const tdesc *a, const tdesc *b, const tdesc *o, 
   C->chunks = 1;
   /* one block per thread: as fast as OpenBLAS's own 2-thread split on [512]², [1024]² and
    * 64×4096×4096 (2 blocks per thread were up to 5% slower: each block packs all of A again) */
-  if (nbatch_sched < nt && (flops * nbatch_sched > 4e6 || mm_streams(C) * nbatch_sched >= gemv_split_bytes()))
+  if (nbatch_sched < nt && (flops * nbatch_sched > 4e6 || mm_streams(C) * nbatch_sched >= GEMV_SPLIT_BYTES))
     C->chunks = (nt + nbatch_sched - 1) / nbatch_sched;
   C->csize = (len + C->chunks - 1) / C->chunks;
   /* blocks of whole SIMD/micro-kernel widths: OpenBLAS's row-major N is its column-major M,
@@ -183,7 +183,7 @@ int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o) {
   double flops = 2.0 * C.M * C.N * C.K;
   int64_t tasks = C.nbatch * C.chunks;
   int64_t grain = flops < 4e6 ? (int64_t)(4e6 / (flops + 1)) + 1 : 1;
-  if (mm_streams(&C) >= gemv_split_bytes()) grain = 1;
+  if (mm_streams(&C) >= GEMV_SPLIT_BYTES) grain = 1;
   loom_parallel_for(tasks, grain, mm_tasks, &C);
   return 0;
 }
