@@ -250,7 +250,7 @@ export function jitKernel(b: NativeBackend, a: Application, g: Generated): Prepa
  * (`LOOM_JIT_MIN_ELEMENTS`, default 16384): below, the exact kernel is about as fast and a first
  * compile (~0.1 s) would not pay for itself.
  */
-export function minElements(): number {
+function minElements(): number {
   const v = Number(process.env.LOOM_JIT_MIN_ELEMENTS ?? 16384);
   return Number.isFinite(v) ? v : 16384;
 }
@@ -258,7 +258,8 @@ export function minElements(): number {
 const spaceOf = (a: Application): readonly number[] =>
   a.op.name === "fused_reduce" ? (a.attrs as FusedReduceAttrs).prologue.shape : a.shape;
 
-const common = (b: NativeBackend, a: Application): boolean =>
+/** Whether a generated kernel may run `a` at all: compiler, size, dtypes, dims and inputs within the shim's limits. */
+export const common = (b: NativeBackend, a: Application): boolean =>
   b.lib.opcodes.has("jit_call") && a.shape.length <= 16 && numel(a.shape) > 0 && numel(spaceOf(a)) >= minElements() && jitEnabled() &&
   (a.dtype === "float32" || a.dtype === "float64") && a.inputs.length <= 64 && a.inputs.every((l) => l.shape.length <= 16);
 

@@ -19,7 +19,7 @@ import { contiguousStrides, numel } from "../../tensor/shape.ts";
 import type { InputLayout, PreparedKernel } from "../backend.ts";
 import type { Application, Implementation } from "../catalog.ts";
 import type { NativeBackend } from "./backend.ts";
-import { FAST_CONTRACT, JIT_CONTRACT, jitEnabled, jitKernel, minElements } from "./jit.ts";
+import { common, FAST_CONTRACT, JIT_CONTRACT, jitKernel } from "./jit.ts";
 import { genElementwise, unsupported } from "./jit_codegen.ts";
 import { genElementwiseFast, unsupportedFast } from "./jit_fast.ts";
 
@@ -42,11 +42,10 @@ function epilogueApplication(a: Application): Application {
   return { op: FUSED_OPS.fused_elementwise, inputs: [...a.inputs, product], attrs: { program } satisfies FusedElementwiseAttrs, shape: a.shape, dtype: a.dtype };
 }
 
-/** Whether the product can go into the output buffer: one dtype, one element count. */
+/** Whether the product can go into the output buffer (one dtype, one element count) and the epilogue kernel applies. */
 function fits(b: NativeBackend, a: Application): boolean {
   const attrs = a.attrs as FusedMatmulAttrs;
-  return b.lib.opcodes.has("jit_call") && jitEnabled() && attrs.dtype === a.dtype && (a.dtype === "float32" || a.dtype === "float64") &&
-    numel(attrs.shape) === numel(a.shape) && numel(a.shape) >= minElements() && a.shape.length <= 16 && a.inputs.length < 64;
+  return attrs.dtype === a.dtype && numel(attrs.shape) === numel(a.shape) && common(b, epilogueApplication(a));
 }
 
 /** GEMM into `out` (viewed with the product's shape), then the generated epilogue in place. */
