@@ -209,13 +209,6 @@ export class GPT2Model extends TensorModule {
     }
     const cache = inputs.use_cache === false ? null : inputs.past_key_values ?? null;
     if (inputs.use_cache && !cache) throw new LoomValueError("[GPT2Model] use_cache needs past_key_values (a StaticCache); GPT2LMHeadModel makes one itself");
-    if (!cache && !inputs.position_ids) {
-      // the path without a cache, unchanged: positions 0..T-1, causal attention within the input
-      const pos = lift(arange(T, undefined, 1, { dtype: "int64", device: input_ids.device }), input_ids); // [T], on the input's device
-      let x = this.drop.forward(this.wte.forward(input_ids).add(this.wpe.forward(pos))); // [B, T, C]
-      for (const block of this.h) x = block.forward(x);
-      return this.ln_f.forward(x);
-    }
     let cache_position: S | null = null;
     let end = 0; // positions 0..end-1 are written once this call is done
     if (cache) {
@@ -239,17 +232,18 @@ export class GPT2Model extends TensorModule {
       }
       end = Math.max(...positions) + 1;
     }
-    const position_ids = inputs.position_ids ?? cache_position!.unsqueeze(0); // [B or 1, T]
-    if (position_ids.ndim !== 2 || position_ids.shape[1] !== T) throw new LoomShapeError(`[GPT2Model] position_ids ${fmtShape(position_ids.shape)} must be [B, ${T}] or [1, ${T}]`);
+    // positions: given, the cache slots as [1, T], or (no cache) 0..T-1 as [T]
+    const position_ids = inputs.position_ids ?? cache_position?.unsqueeze(0) ?? lift(arange(T, undefined, 1, { dtype: "int64", device: input_ids.device }), input_ids);
+    if (inputs.position_ids && (position_ids.ndim !== 2 || position_ids.shape[1] !== T)) throw new LoomShapeError(`[GPT2Model] position_ids ${fmtShape(position_ids.shape)} must be [B, ${T}] or [1, ${T}]`);
     let x = this.drop.forward(this.wte.forward(input_ids).add(this.wpe.forward(position_ids))); // [B, T, C]
-    if (!cache) {
-      for (const block of this.h) x = block.forward(x);
-      return this.ln_f.forward(x);
+    if (cache) {
+      const attention_mask = cache.attention_mask(cache_position!); // [1, 1, T, T_max]
+      let layer_idx = 0;
+      for (const block of this.h) x = block.forward_lazy(x, { past_key_values: cache, layer_idx: layer_idx++, cache_position: cache_position!, attention_mask });
+      cache.advance(end);
+    } else {
+      for (const block of this.h) x = block.forward(x); // causal attention within the input
     }
-    const attention_mask = cache.attention_mask(cache_position!); // [1, 1, T, T_max]
-    let layer_idx = 0;
-    for (const block of this.h) x = block.forward_lazy(x, { past_key_values: cache, layer_idx: layer_idx++, cache_position: cache_position!, attention_mask });
-    cache.advance(end);
     return this.ln_f.forward(x);
   }
 
@@ -357,15 +351,9 @@ export class GPT2LMHeadModel extends Module {
    * @throws LoomValueError when both labels and targets are given; LoomShapeError for mismatched shapes
    */
   override forward_lazy<S extends TensorOps<S>>(input_ids: S, inputs: CausalLMInputs<S> = {}): CausalLMOutput<S> {
-    let past_key_values: StaticCache | null = null;
-    let hidden: S; // [B, T, C]
-    if (inputs.use_cache === true || (inputs.use_cache !== false && inputs.past_key_values) || inputs.position_ids || inputs.cache_position) {
-      past_key_values = inputs.use_cache === false ? null : inputs.past_key_values ?? (inputs.use_cache ? this.make_cache(input_ids) : null);
-      const { position_ids, cache_position } = inputs;
-      hidden = this.transformer.forward_lazy(input_ids, { past_key_values, position_ids, cache_position });
-    } else {
-      hidden = this.transformer.forward(input_ids) as S; // the path without a cache, unchanged
-    }
+    const past_key_values = inputs.use_cache === false ? null : inputs.past_key_values ?? (inputs.use_cache ? this.make_cache(input_ids) : null);
+    const { position_ids, cache_position } = inputs;
+    const hidden = this.transformer.forward_lazy(input_ids, { past_key_values, position_ids, cache_position }); // [B, T, C]
     const logits = this.lm_head.forward(hidden); // [B, T, V]
     const { labels = null, targets = null } = inputs;
     if (labels && targets) throw new LoomValueError("[GPT2LMHeadModel] pass labels (HF, shifted inside) or targets (already shifted), not both");
