@@ -52,9 +52,9 @@ export interface BackwardOptions {
 }
 
 /**
- * Converts gradients to the kind (eager or lazy) of the tensors that receive them, all at once.
- * Installed by the lazy layer: gradients of eager parameters used in lazy code arrive as lazy
- * graphs, and realizing them together makes one plan instead of one per parameter.
+ * Converts gradients to the kind (eager or lazy) of the tensors that receive them, for a whole
+ * backward at once. Installed by the lazy layer: gradients of eager parameters used in lazy code
+ * arrive as lazy graphs and become pending eager values, computed together at the next read.
  */
 export type GradMaterializer = (pairs: readonly { target: unknown; grad: unknown }[]) => unknown[];
 let materialize: GradMaterializer = (pairs) => pairs.map((p) => p.grad);

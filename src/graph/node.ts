@@ -25,7 +25,7 @@ export class Node {
   /**
    * Set when this node read a buffer privately (a module forward's lift, an internal write) and
    * the buffer has been written since: its value is gone, and using it raises
-   * (`checkNotStale`) instead of reading the new contents.
+   * (`staleError`) instead of reading the new contents.
    */
   stale = false;
   /**
@@ -69,12 +69,11 @@ export class Node {
 }
 
 /**
- * Throw for a node whose value was dropped (`stale`): a private read of a buffer written since.
- * @throws LoomValueError naming the node's shape and dtype
+ * The error for using a node whose value was dropped (`stale`): a private read of a buffer
+ * written since. Callers check `n.stale` first (a property read on hot graph walks).
  */
-export function checkNotStale(n: Node): void {
-  if (!n.stale) return;
-  throw new LoomValueError(
+export function staleError(n: Node): LoomValueError {
+  return new LoomValueError(
     `[lazy] a value (${n.dtype} ${fmtShape(n.shape)}) read inside a module forward or an optimizer/cache update was used after the tensor it read was written in place; its old contents are gone. Realize lazy values before writing the tensors they read, or read them through x.lazy() (which keeps a copy)`,
   );
 }

@@ -18,7 +18,7 @@
  *
  * Eager semantics are kept: a read of a written buffer (through any tensor over that storage)
  * flushes first; lazy graphs outside the plan that read a written buffer get a copy of the old
- * values before the plan runs (copy-on-write, `beforeWrite`); a write whose destination is not a
+ * values before the plan runs (copy-on-write, readers.ts); a write whose destination is not a
  * dense row-major buffer flushes and runs at once.
  */
 import type { Node } from "../graph/node.ts";
@@ -27,6 +27,7 @@ import { realize, type Assign } from "../scheduler/realize.ts";
 import { isContiguous } from "../tensor/shape.ts";
 import type { TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
+import { beforeWrite, storageKey, trackPrivate, trackReader } from "./readers.ts";
 
 /** What this file needs of a pending eager tensor (lazy/tensor.ts implements it). */
 export interface PendingTensor {
@@ -46,22 +47,13 @@ interface DeviceState {
   weak: WeakRef<PendingTensor>[];
 }
 const devices = new Map<string, DeviceState>();
-/** The object naming `d`'s storage on `device` (its host array, or the backend's device storage). */
-export function storageKey(d: TensorData, device: string): object {
-  const b = backendFor(device);
-  return b.storageOf ? b.storageOf(d) : d.data;
-}
-
-/** Storages with a pending write, and how many: an eager read of any of them flushes first. */
-const written = new Map<object, number>();
+/** Storages with a pending write: an eager read of any of them flushes first. */
+const written = new Set<object>();
 /**
  * Storages an asynchronous command buffer (native) may still be writing, by device: an eager read
  * of any of them waits for the device first (`settleRead`).
  */
 const inflight = new Map<object, string>();
-
-/** Counters for tests and benchmarks: flushes (plans run for deferred state) and writes they made. */
-export const deferredStats = { flushes: 0, writes: 0 };
 
 function stateOf(device: string): DeviceState {
   let s = devices.get(device);
@@ -123,8 +115,7 @@ export function recordWrite(t: PendingTensor, dest: TensorData, priv = false): v
       flush(t.device);
       t._pend = node;
     }
-    const k = storageKey(dest, t.device);
-    written.set(k, (written.get(k) ?? 0) + 1);
+    written.add(storageKey(dest, t.device));
   }
   s.writes.set(t, { dest, priv });
 }
@@ -147,17 +138,24 @@ export function pendingCount(device = "cpu"): { writes: number; values: number }
   return { writes: s?.writes.size ?? 0, values: (s?.values.size ?? 0) + (s?.weak.length ?? 0) };
 }
 
+/** Forget `s`'s pending writes and retained values (after a flush, or a failed one). */
+function clearState(s: DeviceState, device: string): void {
+  for (const w of s.writes.values()) written.delete(storageKey(w.dest, device));
+  s.writes.clear();
+  s.values.clear();
+  s.weak.length = 0;
+}
+
 /**
  * Run everything pending on `device` as one plan: `extra` (values being read), the retained
  * values, and the writes (last). Lazy graphs outside the plan that read a written buffer get a
- * copy of its old values first (`cow`).
- * @param cow - copy-on-write of one storage (lazy_tensor.ts beforeWrite)
- * @param track - after the flush: make a written node a reader of its destination, so a later
- *   write copies it too (`priv`: a private reader, marked stale by a later write instead)
+ * copy of its old values first (readers.ts `beforeWrite`); after the plan a written node is a
+ * reader of its destination (a private one for private writes), so a later write copies it or
+ * marks it stale.
  * @throws whatever the plan throws (LoomOutOfMemoryError before anything runs, a value error of
  *   a kernel); the pending writes are then dropped, as a raising eager op stops what follows it
  */
-export function flushWith(device: string, extra: readonly Node[], cow: (d: TensorData) => void, track: (n: Node, d: TensorData, priv: boolean) => void): void {
+export function flush(device: string, extra: readonly Node[] = []): void {
   const s = devices.get(device);
   if (s === undefined || (s.writes.size === 0 && s.values.size === 0 && s.weak.length === 0)) {
     // nothing pending (the common realize): compute `extra` alone, without the bookkeeping below
@@ -165,19 +163,13 @@ export function flushWith(device: string, extra: readonly Node[], cow: (d: Tenso
     return;
   }
   const values: PendingTensor[] = [];
-  if (s) {
-    for (const t of s.values) if (t._pend) values.push(t);
-    for (const w of s.weak) {
-      const t = w.deref();
-      if (t?._pend && !s.values.has(t)) values.push(t);
-    }
+  for (const t of s.values) if (t._pend) values.push(t);
+  for (const w of s.weak) {
+    const t = w.deref();
+    if (t?._pend && !s.values.has(t)) values.push(t);
   }
-  const writes = s ? [...s.writes] : [];
+  const writes = [...s.writes];
   const roots = [...extra, ...values.map((t) => t._pend!)];
-  if (writes.length === 0 && roots.every((n) => n.realized)) {
-    if (s) { s.values.clear(); s.weak.length = 0; }
-    return;
-  }
   const assigns: Assign[] = writes.map(([t, w]) => ({ node: t._pend!, dest: w.dest }));
   const backend = backendFor(device);
   try {
@@ -185,43 +177,30 @@ export function flushWith(device: string, extra: readonly Node[], cow: (d: Tenso
       for (const a of assigns) {
         // the old values are copied on the host: a write still running there must finish first
         waitWrites(storageKey(a.dest, device));
-        cow(a.dest);
+        beforeWrite(a.dest, device);
       }
     });
   } catch (e) {
     // The plan failed (a bad index, a plan over the memory limit): as when an eager op raises,
     // nothing after the failure happens. The writes are dropped (their tensors keep their values,
     // the writes come last in the plan); pending values stay pending, so reading one raises again.
-    if (s) {
-      for (const [t, w] of s.writes) {
-        written.delete(storageKey(w.dest, device));
-        if (t._pend) t._pend = null;
-      }
-      s.writes.clear();
-      s.values.clear();
-      s.weak.length = 0;
-    }
+    for (const [t] of writes) t._pend = null;
+    clearState(s, device);
     throw e;
   }
   // buffers an asynchronous command buffer writes: eager reads of them wait for it (settleRead)
   if (backend.synchronize && !backend.deviceMemory) for (const a of assigns) inflight.set(storageKey(a.dest, device), device);
-  deferredStats.flushes++;
-  deferredStats.writes += assigns.length;
-  if (s) {
-    s.writes.clear();
-    s.values.clear();
-    s.weak.length = 0;
-  }
+  clearState(s, device);
   for (const [t, { dest, priv }] of writes) {
     const n = t._pend!;
-    written.delete(storageKey(dest, device));
     if (!n.realized) {
-      // the node's value now lives in the destination: a later write there copies it first, and
-      // a tensor taking this value copies it (`ownValue`)
+      // the node's value now lives in the destination: a later write there copies it (or marks
+      // a private reader stale), and a tensor taking this value copies it (`ownValue`)
       n.realized = dest;
       n.assigned = true;
       n.inputs = [];
-      track(n, dest, priv);
+      if (priv) trackPrivate(n, dest, device);
+      else trackReader(n, dest, device);
     }
     t._settled();
   }
@@ -237,15 +216,4 @@ export function ownValue(n: Node, device: string): TensorData {
   if (!n.assigned) return d;
   waitWrites(storageKey(d, device));
   return backendFor(device).run(OPS.contiguous, [d], {}, d.shape, d.dtype);
-}
-
-let flushImpl: (device: string, extra: readonly Node[]) => void = () => {};
-/** Installed by lazy_tensor.ts (which owns copy-on-write). */
-export function setFlush(fn: (device: string, extra: readonly Node[]) => void): void {
-  flushImpl = fn;
-}
-
-/** Run everything pending on `device` (and compute `extra`) as one plan. */
-export function flush(device: string, extra: readonly Node[] = []): void {
-  flushImpl(device, extra);
 }

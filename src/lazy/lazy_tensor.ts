@@ -6,172 +6,16 @@
 import { set_grad_materializer } from "../autograd/engine.ts";
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { Node, toDot } from "../graph/node.ts";
-import { OPS } from "../graph/registry.ts";
 import type { OpDef, ViewOp } from "../graph/op.ts";
 import type { CompiledPlan } from "../scheduler/plan.ts";
 import { planFor } from "../scheduler/realize.ts";
-import { flush, flushWith, ownValue, retainValue, setFlush, storageKey } from "./deferred.ts";
+import { flush, ownValue, retainValue } from "./deferred.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
 import type { TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 import { TensorOps } from "./surface.ts";
 import { checkView, Tensor } from "./tensor.ts";
-
-// ---- eager storage read by pending lazy graphs: copy on write ------------------------------------
-// A lazy graph reads its eager inputs when it is realized. Realized plans keep only their roots
-// (intermediates live in a reused workspace), so a later realize may recompute from the inputs;
-// to give eager semantics anyway, an eager buffer written in place first gives the lazy source
-// nodes still reading it a copy of the old values.
-// A buffer has one source node per layout (dtype, offset, shape, strides), so its reader list is
-// bounded by the views in use, not by how often `lazy()` was called: a loop calling `x.lazy()`
-// 20,000 times registers one reader (WeakRefs of dropped nodes are not cleared within a
-// synchronous loop, so pruning them could not bound the list).
-const readers = new WeakMap<object, Readers>();
-
-/**
- * The source nodes over one buffer, by layout; `limit`: the size at which dead entries are pruned;
- * `last`: the node made or found last (a loop calling `x.lazy()` finds it without building a key).
- */
-interface Readers {
-  nodes: Map<string, WeakRef<Node>>;
-  limit: number;
-  last: WeakRef<Node> | null;
-}
-
-const layoutKey = (d: TensorData): string => `${d.dtype}|${d.offset}|${d.shape.join(",")}|${d.strides.join(",")}`;
-
-/** A lazy source node over an eager tensor's buffer (registered for copy-on-write). */
-export function sourceNode(d: TensorData, device: string): Node {
-  const storage = storageKey(d, device);
-  let r = readers.get(storage);
-  if (!r) readers.set(storage, (r = { nodes: new Map(), limit: 32, last: null }));
-  // the same TensorData (a tensor's `_d`) as last time: that node reads this very layout
-  const prev = r.last?.deref();
-  if (prev !== undefined && prev.realized === d) return prev;
-  const key = layoutKey(d);
-  const old = r.nodes.get(key)?.deref();
-  if (old?.realized && old.realized.offset === d.offset && storageKey(old.realized, device) === storage) {
-    r.last = new WeakRef(old);
-    return old;
-  }
-  const n = Node.source(d);
-  r.nodes.set(key, (r.last = new WeakRef(n)));
-  if (r.nodes.size > r.limit) {
-    // drop collected nodes; the next prune waits until the map doubles (amortized O(1) per add)
-    for (const [k, w] of r.nodes) if (w.deref() === undefined) r.nodes.delete(k);
-    r.limit = Math.max(32, 2 * r.nodes.size);
-  }
-  return n;
-}
-
-/**
- * Private readers of a storage: nodes that only Loom's own code holds (a module forward's lifts,
- * values an optimizer or cache update wrote). A write of the storage marks them stale instead of
- * copying the old values for them (a copy per step of every parameter and cache otherwise);
- * using a stale node raises (Node.checkNotStale).
- */
-const privates = new WeakMap<object, WeakRef<Node>[]>();
-
-/** Register `n` (reading `d`'s storage) as a private reader: see `privates`. */
-export function trackPrivate(n: Node, d: TensorData, device: string): void {
-  const storage = storageKey(d, device);
-  let l = privates.get(storage);
-  if (!l) privates.set(storage, (l = []));
-  l.push(new WeakRef(n));
-  // a buffer read often and never written: drop collected entries when the list doubles
-  if (l.length >= 64 && (l.length & (l.length - 1)) === 0) {
-    const live = l.filter((w) => w.deref() !== undefined);
-    l.length = 0;
-    l.push(...live);
-  }
-}
-
-/** Whether `d`'s storage has private readers (an eager write flushes the pending values that may use them first). */
-export function hasPrivateReaders(d: TensorData, device: string): boolean {
-  return privates.has(storageKey(d, device));
-}
-
-/** The private source node last made over each TensorData (reused until its buffer is written). */
-const privateNodes = new WeakMap<TensorData, Node>();
-
-/**
- * A source node over `d` read privately (a module forward's lift): no copy-on-write, stale after
- * a write. One node per TensorData until then, so a loop lifting the same weights every step
- * registers them once.
- */
-export function privateSource(d: TensorData, device: string): Node {
-  const old = privateNodes.get(d);
-  if (old !== undefined && old.realized === d) return old;
-  const n = Node.source(d);
-  privateNodes.set(d, n);
-  trackPrivate(n, d, device);
-  return n;
-}
-
-/** Make `n` (whose value now lives in `d`, e.g. an assigned node) a reader of `d`'s storage for copy-on-write. */
-export function trackReader(n: Node, d: TensorData, device: string): void {
-  const storage = storageKey(d, device);
-  let r = readers.get(storage);
-  if (!r) readers.set(storage, (r = { nodes: new Map(), limit: 32, last: null }));
-  r.nodes.set(`${layoutKey(d)}#${n.id}`, new WeakRef(n));
-  if (r.nodes.size > r.limit) {
-    for (const [k, w] of r.nodes) if (w.deref() === undefined) r.nodes.delete(k);
-    r.limit = Math.max(32, 2 * r.nodes.size);
-  }
-}
-
-/** Source nodes registered over `d`'s storage (for tests: the reader list stays bounded). */
-export function readerCount(d: TensorData, device = "cpu"): number {
-  return readers.get(storageKey(d, device))?.nodes.size ?? 0;
-}
-
-/** Copies made for copy-on-write (tests and benchmarks: a training loop should make none per step). */
-export const copyOnWriteStats = { copies: 0, bytes: 0 };
-
-/**
- * Call before writing `d`'s storage in place: lazy nodes still reading it get a copy of the old
- * values (host: one copy of the array; device memory: a device copy of each reader's view).
- */
-export function beforeWrite(d: TensorData, device: string): void {
-  const storage = storageKey(d, device);
-  const p = privates.get(storage);
-  if (p) {
-    privates.delete(storage);
-    for (const w of p) {
-      const n = w.deref();
-      if (n?.realized && storageKey(n.realized, device) === storage) {
-        n.realized = null;
-        n.stale = true;
-      }
-    }
-  }
-  const r = readers.get(storage);
-  if (!r) return;
-  readers.delete(storage);
-  const host = !backendFor(device).deviceMemory;
-  let copy: TensorData["data"] | null = null;
-  for (const w of r.nodes.values()) {
-    const n = w.deref();
-    const v = n?.realized;
-    if (!n || !v || storageKey(v, device) !== storage) continue;
-    if (host) {
-      if (copy === null) {
-        copy = (d.data as TensorData["data"]).slice();
-        copyOnWriteStats.copies++;
-        copyOnWriteStats.bytes += copy.byteLength;
-      }
-      // a new TensorData of the five fields, not a spread: a backend's private fields describe the
-      // old storage (native keeps its raw buffer under a symbol)
-      n.realized = { dtype: v.dtype, shape: v.shape, strides: v.strides, offset: v.offset, data: copy };
-      n.assigned = false;
-    } else {
-      n.realized = backendFor(device).run(OPS.contiguous, [v], {}, v.shape, v.dtype);
-      copyOnWriteStats.copies++;
-      n.assigned = false;
-    }
-  }
-}
 
 /**
  * The strides `n` will have when realized, or null when they are contiguous (the common case, found
@@ -260,17 +104,13 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     const origin = this._origin;
     this.node = src.node;
     this._vc = { v: this._version + 1 };
-    if (origin) {
-      // lifted from an eager tensor: write it too (deferred until its device flushes)
-      this._origin = null;
-      origin._assign_from(Tensor._pending(src.node, this.device));
-      this._origin = origin;
-    }
+    // lifted from an eager tensor: write it too (deferred until its device flushes)
+    if (origin) origin._assign_from(Tensor._pending(src.node, this.device));
   }
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {
     if (!is_grad_enabled()) return;
-    // the gradient stays lazy here; the engine's materializer realizes all such gradients at once
+    // the gradient stays lazy here; the engine's materializer hands `t` a pending value of it
     this._record(this, "lazy", [t as never], (g) => [g as never]);
   }
   /**
@@ -280,8 +120,15 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    */
   eval(): Tensor {
     this._data();
-    const t = new Tensor(ownValue(this.node, this.device), this.device);
-    t._vc = this._version_counter(); // t shares the realized storage: a write to t outdates this
+    return this._asEager(new Tensor(ownValue(this.node, this.device), this.device));
+  }
+  /**
+   * `t` (an eager tensor holding this value, computed or pending) with this tensor's version
+   * counter (t shares the value: a write to t outdates this) and its autograd history: backward
+   * through t reaches this graph's leaves.
+   */
+  private _asEager(t: Tensor): Tensor {
+    t._vc = this._version_counter();
     if (this.requires_grad && is_grad_enabled()) {
       t.grad_fn = { name: "eval", inputs: [this as never], apply: (g) => [(g as Tensor).lazy() as never], released: false };
       t.requires_grad = true;
@@ -298,12 +145,7 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    * @param retain - compute it at the next flush even if it is not read first (a module's outputs)
    */
   defer(retain = false): Tensor {
-    const t = Tensor._pending(this.node, this.device);
-    t._vc = this._version_counter();
-    if (this.requires_grad && is_grad_enabled()) {
-      t.grad_fn = { name: "eval", inputs: [this as never], apply: (g) => [(g as Tensor).lazy() as never], released: false };
-      t.requires_grad = true;
-    }
+    const t = this._asEager(Tensor._pending(this.node, this.device));
     if (retain) retainValue(t, true);
     return t;
   }
@@ -343,23 +185,11 @@ export function explain(tensors: readonly LazyTensor[]): string {
   return compile_plan(tensors).explain();
 }
 
-// Gradients crossing between kinds are converted in one batch per backward: all lazy gradients
-// of eager tensors are realized together (one realize, shared subgraphs computed once).
-set_grad_materializer((pairs) => {
-  const out: unknown[] = pairs.map((p) => p.grad);
-  const toEager: number[] = [];
-  pairs.forEach((p, i) => {
-    const target = p.target as TensorOps<any>, grad = p.grad as TensorOps<any>;
-    if (target.isLazy === grad.isLazy) return;
-    if (target.isLazy) out[i] = grad.lazy();
-    else toEager.push(i);
-  });
-  // lazy gradients of eager tensors stay pending: they are computed with whatever reads them
-  // next (an optimizer step's writes, the loss), in one plan (deferred.ts)
-  for (const i of toEager) out[i] = (pairs[i]!.grad as LazyTensor).defer();
-  return out;
-});
-
-// A flush: the plan, copy-on-write of the written buffers for lazy graphs outside it, and the
-// written nodes registered as readers of their buffers.
-setFlush((device, extra) => flushWith(device, extra, (d) => beforeWrite(d, device), (n, d, priv) => (priv ? trackPrivate(n, d, device) : trackReader(n, d, device))));
+// Gradients crossing between kinds: an eager gradient of a lazy tensor is lifted; a lazy
+// gradient of an eager tensor stays pending, computed with whatever reads it next (an optimizer
+// step's writes, the loss) in one plan (deferred.ts).
+set_grad_materializer((pairs) => pairs.map((p) => {
+  const target = p.target as TensorOps<any>, grad = p.grad as TensorOps<any>;
+  if (target.isLazy === grad.isLazy) return grad;
+  return target.isLazy ? grad.lazy() : (grad as LazyTensor).defer();
+}));

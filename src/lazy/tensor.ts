@@ -14,7 +14,8 @@ import { no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
-import { beforeWrite, hasPrivateReaders, LazyTensor, privateSource, sourceNode } from "./lazy_tensor.ts";
+import { LazyTensor } from "./lazy_tensor.ts";
+import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./readers.ts";
 import { TensorOps } from "./surface.ts";
 
 /** torch.view's check: `strides` over `from` must express `shape` without a copy (eager and lazy). */
@@ -28,7 +29,7 @@ export function checkView(from: readonly number[], strides: readonly number[], s
 
 export class Tensor extends TensorOps<Tensor> {
   readonly isLazy = false;
-  /** The buffer; null while this is a pending value (deferred.ts). */
+  /** The buffer; null exactly while this is a pending value (deferred.ts; `_pend` is then set). */
   private _buf: TensorData | null;
   /**
    * The pending value (deferred.ts): with `_buf` null, this tensor's value is this node's; with
@@ -132,8 +133,8 @@ export class Tensor extends TensorOps<Tensor> {
   }
   /** Register a pending `.grad` so the next flush computes it (torch keeps `.grad` in a buffer). */
   protected override _onGrad(prev: Tensor | null, g: Tensor | null): void {
-    if (prev !== null && prev._pend !== null && prev._buf === null) releaseValue(prev);
-    if (g !== null && g._pend !== null && g._buf === null) retainValue(g);
+    if (prev !== null && prev._buf === null) releaseValue(prev);
+    if (g !== null && g._buf === null) retainValue(g);
   }
   /**
    * A pending value reading this tensor's current value (this tensor itself when already
@@ -142,15 +143,15 @@ export class Tensor extends TensorOps<Tensor> {
    *   else can write this buffer, so no copy-on-write registration is needed for it
    */
   deferred(consumed = false): Tensor {
-    if (this._pend !== null && this._buf === null) return this;
+    if (this._buf === null) return this;
     if (consumed && this._pend === null) return Tensor._pending(privateSource(this._d, this.device), this.device);
     return Tensor._pending(this._node(), this.device);
   }
   /** Same storage, no autograd history; shares the version counter (torch.Tensor.detach). */
   detach(): Tensor {
     let t: Tensor;
-    if (this._pend !== null && this._buf === null) {
-      t = Tensor._pending(this._pend, this.device);
+    if (this._buf === null) {
+      t = Tensor._pending(this._pend!, this.device);
       t._shared = this._shared = true;
     } else t = new Tensor(this._d, this.device);
     t._vc = this._version_counter();
@@ -158,17 +159,13 @@ export class Tensor extends TensorOps<Tensor> {
   }
   /** A view shares the storage unless reshape had to copy (strides that cannot express it). */
   protected override _viewAliases(op: OpDef, out: Tensor): boolean {
-    if (this._pend !== null && this._buf === null) return true; // a pending value is dense
+    if (this._buf === null) return true; // a pending value is dense
     return op.name !== "reshape" || viewStrides(this._d.shape, this._d.strides, out.shape) !== null;
   }
   protected override _checkView(shape: readonly number[]): void {
-    if (this._pend !== null && this._buf === null) return; // a pending value is dense: every view applies
+    if (this._buf === null) return; // a pending value is dense: every view applies
     checkView(this._d.shape, this._d.strides, shape);
   }
-  /**
-   * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back
-   * to this tensor, so eager parameters can be used inside lazy code.
-   */
   /**
    * (Optimizers, caches) `copy_(src)` under no_grad, where the written value is only held by
    * Loom's own code: the node of that value is a private reader of this buffer (marked stale by
@@ -188,15 +185,23 @@ export class Tensor extends TensorOps<Tensor> {
    * stale). A pending value gives its node.
    */
   _lift(): LazyTensor {
-    if (this._pend !== null && this._buf === null) return this.lazy();
+    if (this._buf === null) return this.lazy();
     // make pending writes of this storage; a write still running on the device needs no wait:
     // the plan reading it runs after it (command buffers run in order)
     if (this._pend !== null) this._settle();
     const b = this._buf!;
     if (hasUnflushedWrite(b, this.device)) flush(this.device);
-    const l = new LazyTensor(privateSource(b, this.device), this.device);
-    l._origin = this;
-    l._vc = this._version_counter();
+    return this._lazyOver(privateSource(b, this.device), true);
+  }
+  /**
+   * A LazyTensor over `node` standing for this tensor: it shares the version counter, gradients
+   * reaching it come back here, and (`origin`: it reads this buffer) in-place writes to it write
+   * this tensor.
+   */
+  private _lazyOver(node: Node, origin: boolean): LazyTensor {
+    const l = new LazyTensor(node, this.device);
+    if (origin) l._origin = this;
+    l._vc = this._version_counter(); // reads this storage: a write to it outdates l
     if (this.requires_grad) l._linkTo(this);
     return l;
   }
@@ -205,7 +210,7 @@ export class Tensor extends TensorOps<Tensor> {
     this._assign(src);
   }
   protected _assign(src: Tensor): void {
-    if (this._pend !== null && this._buf === null) {
+    if (this._buf === null) {
       if (!this._shared) {
         // a pending value nothing else aliases: the write is a new value (no buffer to write yet)
         const n = src._node();
@@ -251,12 +256,8 @@ export class Tensor extends TensorOps<Tensor> {
    * node; a pending write is made first (so a loop's graphs do not chain step after step).
    */
   lazy(): LazyTensor {
-    const pendingValue = this._pend !== null && this._buf === null;
-    const l = new LazyTensor(pendingValue ? this._pend! : sourceNode(this._d, this.device), this.device);
-    if (!pendingValue) l._origin = this;
-    l._vc = this._version_counter(); // reads this storage: a write to it outdates l
-    if (this.requires_grad) l._linkTo(this);
-    return l;
+    if (this._buf === null) return this._lazyOver(this._pend!, false);
+    return this._lazyOver(sourceNode(this._d, this.device), true);
   }
   /** Already computed: returns this (so code can call eval() on either kind). */
   eval(): Tensor {

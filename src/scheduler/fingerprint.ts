@@ -18,7 +18,7 @@
  * full path. Leaf values never enter the fingerprint: they are bound when the plan runs.
  */
 import type { TensorData } from "../tensor/storage.ts";
-import { checkNotStale, type Node } from "../graph/node.ts";
+import { staleError, type Node } from "../graph/node.ts";
 import type { OpDef } from "../graph/op.ts";
 import { canon, type Graph } from "../graph/passes/ir.ts";
 import { uniformValue, type Evaluate } from "../graph/passes/simplify.ts";
@@ -209,7 +209,7 @@ export function walk(roots: readonly Node[], context: number, retainAll: boolean
       x.index = nodes.length;
       nodes.push(x);
       const d = x.realized;
-      if (x.stale) checkNotStale(x);
+      if (x.stale) throw staleError(x);
       if (d) {
         const nd = d.shape.length;
         if (n + 12 + 2 * nd > words.length) grow(n + 12 + 2 * nd);

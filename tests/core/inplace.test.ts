@@ -8,7 +8,7 @@ import {
   LazyTensor, LoomAutogradError, LoomDtypeError, LoomShapeError, LoomValueError, Tensor, arange, no_grad, tensor,
   zeros, type TensorOps,
 } from "../../src/index.ts";
-import { readerCount } from "../../src/lazy/lazy_tensor.ts";
+import { readerCount } from "../../src/lazy/readers.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
 
 type T = TensorOps<any>;

@@ -11,7 +11,7 @@ import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { lora, models, nn, optim } from "../../src/index.ts";
 import { pendingCount } from "../../src/lazy/deferred.ts";
-import { copyOnWriteStats } from "../../src/lazy/lazy_tensor.ts";
+import { copyOnWriteStats } from "../../src/lazy/readers.ts";
 import { planCacheStats } from "../../src/scheduler/compile.ts";
 import { FLOAT32_TOLERANCE, type Contract } from "../../src/backends/catalog.ts";
 import { BACKENDS, useBackend, WEBGPU } from "../backends.ts";

@@ -8,7 +8,7 @@
 import type { DType } from "../../tensor/dtype.ts";
 import { numel } from "../../tensor/shape.ts";
 import type { TensorData } from "../../tensor/storage.ts";
-import { checkNotStale, type Node } from "../node.ts";
+import { staleError, type Node } from "../node.ts";
 import type { OpDef } from "../op.ts";
 
 let nextId = 0;
@@ -106,7 +106,7 @@ export function fromLazy(roots: readonly Node[], retainAll = false): Graph {
       }
       stack.pop();
       if (map.has(n)) continue;
-      if (n.stale) checkNotStale(n);
+      if (n.stale) throw staleError(n);
       if (n.realized) map.set(n, mkLeaf(n.realized, n.constant, [n]));
       else {
         const keep = retainAll || (n.tracked !== null && !n.tracked.released);
