@@ -246,9 +246,11 @@ export class Tensor extends TensorOps<Tensor> {
     // Read src fully before writing: it may alias this storage (x.copy_(x.t()), x.t().copy_(x)),
     // and toContiguous returns an already dense buffer as is, so copy a shared one first.
     const s = sd.data === dst.data ? { ...sd, data: dst.data.slice() as TypedArray } : sd;
-    const v = toContiguous(s, this.dtype);
+    const v = toContiguous(s, this.dtype); // dense from offset 0, this dtype's array type
     const out = dst.data;
-    forEachStrided(this.shape, [dst], (i, idx) => { out[idx[0]!] = v.data[i]!; });
+    // a dense destination (a whole tensor, rows of one) takes one block copy, not a callback per element
+    if (isDense(dst)) out.set(v.data.subarray(0, v.data.length), dst.offset);
+    else forEachStrided(this.shape, [dst], (i, idx) => { out[idx[0]!] = v.data[i]!; });
   }
   /**
    * A LazyTensor reading this tensor's buffer (no copy). Gradients flowing into it come back
