@@ -207,6 +207,12 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
     return { slot, view: x === l.base ? null : { shape: l.shape, strides: l.strides, offset: l.offset } };
   };
   const leafStrides = new Map<number, readonly number[]>();
+  /** An operand's layout as its kernel reads it: the view, else the leaf's strides or a dense slot. */
+  const layoutOf = (a: Arg): InputLayout => {
+    const sl = slots[a.slot]!;
+    if (a.view) return { shape: a.view.shape, strides: a.view.strides, dtype: sl.dtype };
+    return { shape: sl.shape, strides: sl.kind === "leaf" ? leafStrides.get(a.slot)! : contiguousStrides(sl.shape), dtype: sl.dtype };
+  };
   const instructions: Instruction[] = [];
   const keep: { slot: number; node: number }[] = [];
   const def: number[] = [];
@@ -228,11 +234,7 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
     for (const a of args) last[a.slot] = i;
     def[s] = i;
     last[s] = i;
-    const layouts = args.map((a): InputLayout => {
-      const sl = slots[a.slot]!;
-      const base = sl.kind === "leaf" ? leafStrides.get(a.slot)! : contiguousStrides(sl.shape);
-      return a.view ? { shape: a.view.shape, strides: a.view.strides, dtype: sl.dtype } : { shape: sl.shape, strides: base, dtype: sl.dtype };
-    });
+    const layouts = args.map(layoutOf);
     const prepared = prepareKernel(backend, { op: n.op, inputs: layouts, attrs: n.attrs, shape: n.shape, dtype: n.dtype }, tolerance);
     instructions.push({ op: n.op, attrs: n.attrs, args, layouts, out: s, shape: n.shape, dtype: n.dtype, kernel: prepared?.kernel ?? null, impl: prepared?.impl ?? "", inplace: false });
     if (n.retain) {
@@ -248,9 +250,7 @@ function schedule(g: Graph, simplified: Graph, backend: Backend, device: string,
     const a = arg(o);
     const s = slots.push({ kind: "dest", dtype: o.dtype, shape: o.shape, bytes: 0, offset: 0 }) - 1;
     destSlots.push(s);
-    const sl = slots[a.slot]!;
-    const base = sl.kind === "leaf" ? leafStrides.get(a.slot)! : contiguousStrides(sl.shape);
-    const layout: InputLayout = a.view ? { shape: a.view.shape, strides: a.view.strides, dtype: sl.dtype } : { shape: sl.shape, strides: base, dtype: sl.dtype };
+    const layout = layoutOf(a);
     const i = instructions.length;
     last[a.slot] = i;
     const prepared = prepareKernel(backend, { op: OPS.contiguous, inputs: [layout], attrs: {}, shape: o.shape, dtype: o.dtype }, tolerance);
