@@ -110,7 +110,8 @@ export function canDeferWrite(dest: TensorData): boolean {
 export function recordWrite(t: PendingTensor, dest: TensorData, priv = false): void {
   const s = stateOf(t.device);
   if (!s.writes.has(t)) {
-    if (hasPendingWrite(dest, t.device)) {
+    // (a write still running on the device needs no flush: this one runs after it, in order)
+    if (hasUnflushedWrite(dest, t.device)) {
       const node = t._pend;
       flush(t.device);
       t._pend = node;

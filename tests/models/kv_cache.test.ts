@@ -244,8 +244,10 @@ describe("decoding past T_max and caches that do not fit", () => {
   });
 });
 
-describe("lazy decoding: plan compiles (planCacheStats misses)", () => {
-  useBackend("js");
+// on native the plans run asynchronously: a cache write must not flush the previous token's
+// write still running (that made a second plan per token before)
+describe.each(BACKENDS)("lazy decoding on %s: plan compiles (planCacheStats misses)", (backend) => {
+  useBackend(backend);
   test("a 20-token greedy generation compiles 2 plans (prefill, decode), one realize per token; a second generation compiles nothing", () => {
     const model = smallModel(5);
     const prompt = tensor([[4, 8, 15, 16]], int64);
