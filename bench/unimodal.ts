@@ -19,7 +19,7 @@
  */
 import { loadavg } from "node:os";
 import { join } from "node:path";
-import { cli } from "./lib/harness.ts";
+import { cli, median } from "./lib/harness.ts";
 import { torchRef } from "./lib/torch_ref.ts";
 
 const N = Number(cli.opt("--n", "10"));
@@ -44,7 +44,6 @@ function freshProcess(): ProcessResult {
   return { ms: j.ms, cpu_ms: j.cpu_ms, plans: j.plans, submits: j.submits, execs: j.execs, peak_rss_mib: j.peak_rss_mib, load };
 }
 
-const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); const n = s.length; return n % 2 ? s[n >> 1]! : (s[n / 2 - 1]! + s[n / 2]!) / 2; };
 
 /** Run `n` fresh processes, print each and the ±15% verdict; returns the median of medians. */
 function series(label: string, n: number): number {

@@ -24,12 +24,13 @@ import { set_default_backend } from "../src/lazy/device.ts";
 import { with_execution_mode } from "../src/nn/execution.ts";
 import { planCacheStats } from "../src/scheduler/compile.ts";
 import { nativeBackend } from "../src/backends/native/backend.ts";
-import { cli } from "./lib/harness.ts";
+import { cli, median } from "./lib/harness.ts";
+import { w7Model } from "./lib/workloads.ts";
 import { TORCH_ENV } from "./lib/torch_ref.ts";
 import { resolve } from "node:path";
 import { existsSync } from "node:fs";
 
-const V = 96, D = 384, NL = 6, NH = 6, CTX = 128, PROMPT = 16, NEW = 112;
+const V = 96, PROMPT = 16, NEW = 112; // the W7 model's vocabulary (w7Model); W11's prompt and new tokens
 const REPS = Number(cli.opt("--reps", "5"));
 const TORCH = !cli.flag("--no-torch");
 const FULL = cli.flag("--full");
@@ -42,21 +43,10 @@ interface Result {
   ms_pos16: number; ms_pos64: number; ms_pos127: number; reps: number; compiles?: number; compiles_timed?: number;
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-
 function model(): loom.models.GPT2LMHeadModel {
-  loom.manual_seed(0);
-  const config = new loom.models.GPT2Config({
-    vocab_size: V, n_positions: CTX, n_embd: D, n_layer: NL, n_head: NH,
-    resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0, activation_function: "gelu",
-  });
-  return new loom.models.GPT2LMHeadModel(config).eval();
+  return w7Model().eval();
 }
 
-/** One greedy generation; stamps[s] = ms from the start until token s was read on the host. */
 function generate(m: loom.models.GPT2LMHeadModel, prompt: loom.Tensor, use_cache: boolean): { stamps: number[]; ids: number[] } {
   const stamps: number[] = [];
   const t0 = performance.now();

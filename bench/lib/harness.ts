@@ -40,3 +40,10 @@ export function measure(fn: () => unknown, minReps: number, sync: () => void = (
   const r = bench.tasks[0]!.result as { latency: { p50: number; samplesCount: number } };
   return { ms: r.latency.p50, reps: r.latency.samplesCount };
 }
+
+/** The median of `xs` (the mean of the middle two for an even count). */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[n >> 1]! : (s[n / 2 - 1]! + s[n / 2]!) / 2;
+}

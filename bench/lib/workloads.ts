@@ -188,6 +188,19 @@ function host(y: T): Float64Array {
 }
 
 /**
+ * The W7 model as a Loom GPT2LMHeadModel (vocab 96, n_embd 384, 6 layers, 6 heads, n_positions
+ * 128, exact-erf GELU, dropout 0), random init after manual_seed(0): W7u trains it, W11 decodes.
+ */
+export function w7Model(): loom.models.GPT2LMHeadModel {
+  loom.manual_seed(0);
+  const config = new loom.models.GPT2Config({
+    vocab_size: V, n_positions: CTX, n_embd: D, n_layer: NL, n_head: NH,
+    resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0, activation_function: "gelu",
+  });
+  return new loom.models.GPT2LMHeadModel(config);
+}
+
+/**
  * W7u: the W7 model and step as a user writes them with the project's own modules
  * (models.GPT2LMHeadModel, PEFT-style LoRA via lora.get_peft_model, optim.AdamW), run in the
  * execution mode `lazy` selects (Module.forward records and realizes per call, or runs op by
@@ -195,12 +208,7 @@ function host(y: T): Float64Array {
  * user's loop body: forward with targets, zero_grad, backward, step, loss.item().
  */
 export function userGptStep(place: (t: loom.Tensor) => loom.Tensor, lazy: boolean) {
-  loom.manual_seed(0);
-  const config = new loom.models.GPT2Config({
-    vocab_size: V, n_positions: CTX, n_embd: D, n_layer: NL, n_head: NH,
-    resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0, activation_function: "gelu",
-  });
-  const model = new loom.models.GPT2LMHeadModel(config);
+  const model = w7Model();
   loom.lora.get_peft_model(model, new loom.lora.LoraConfig({
     r: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM",
   }));
