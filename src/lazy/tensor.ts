@@ -94,7 +94,18 @@ export class Tensor extends TensorOps<Tensor> {
   }
   /** The node of this tensor's current value, for a deferred op reading it. */
   private _node(): Node {
-    return this._pend ?? sourceNode(this._d, this.device);
+    return this._pend ?? sourceNode(this._graphBuf(), this.device);
+  }
+  /**
+   * The buffer for a lazy graph to read: a pending write of this tensor (or of another tensor over
+   * the same storage) is made first; one still running on the device needs no wait, since the
+   * graph's plan runs after it (command buffers run in order). Eager reads use `_d`, which waits.
+   */
+  private _graphBuf(): TensorData {
+    if (this._pend !== null) this._settle();
+    const b = this._buf!;
+    if (hasUnflushedWrite(b, this.device)) flush(this.device);
+    return b;
   }
   protected _make(op: OpDef, inputs: readonly Tensor[], attrs: unknown, shape: number[], dtype: DType): Tensor {
     for (let i = 0; i < inputs.length; i++) {
@@ -144,7 +155,7 @@ export class Tensor extends TensorOps<Tensor> {
    */
   deferred(consumed = false): Tensor {
     if (this._buf === null) return this;
-    if (consumed && this._pend === null) return Tensor._pending(privateSource(this._d, this.device), this.device);
+    if (consumed && this._pend === null) return Tensor._pending(privateSource(this._graphBuf(), this.device), this.device);
     return Tensor._pending(this._node(), this.device);
   }
   /** Same storage, no autograd history; shares the version counter (torch.Tensor.detach). */
@@ -186,12 +197,7 @@ export class Tensor extends TensorOps<Tensor> {
    */
   _lift(): LazyTensor {
     if (this._buf === null) return this.lazy();
-    // make pending writes of this storage; a write still running on the device needs no wait:
-    // the plan reading it runs after it (command buffers run in order)
-    if (this._pend !== null) this._settle();
-    const b = this._buf!;
-    if (hasUnflushedWrite(b, this.device)) flush(this.device);
-    return this._lazyOver(privateSource(b, this.device), true);
+    return this._lazyOver(privateSource(this._graphBuf(), this.device), true);
   }
   /**
    * A LazyTensor over `node` standing for this tensor: it shares the version counter, gradients
@@ -259,7 +265,7 @@ export class Tensor extends TensorOps<Tensor> {
    */
   lazy(): LazyTensor {
     if (this._buf === null) return this._lazyOver(this._pend!, false);
-    return this._lazyOver(sourceNode(this._d, this.device), true);
+    return this._lazyOver(sourceNode(this._graphBuf(), this.device), true);
   }
   /** Already computed: returns this (so code can call eval() on either kind). */
   eval(): Tensor {
