@@ -14,6 +14,8 @@ export { manual_seed, Generator, default_generator } from "./tensor/rng.ts";
 export { promoteTypes as promote_types, type DType } from "./tensor/dtype.ts";
 export * from "./tensor/errors.ts";
 export { realizeStats } from "./scheduler/realize.ts";
+export { Dim, mark_dynamic } from "./lazy/dynamic_shapes.ts";
+export { symbolicStats } from "./scheduler/symbolic.ts";
 export { clear_plan_cache, planCacheStats } from "./scheduler/compile.ts";
 export { CompiledPlan } from "./scheduler/plan.ts";
 export {

@@ -22,6 +22,7 @@ import { simplify, type Evaluate } from "../graph/passes/simplify.ts";
 import { itemsize } from "../tensor/dtype.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { planMemory, type TransientBuffer } from "./memory.ts";
+import { clearSymbolic, symbolBinding, symbolicPlan } from "./symbolic.ts";
 import { addRecipe, clearRecipes, contextId, findRecipe, FoldRecorder, Recipe, removeRecipe, walk, type Binding, type Walk } from "./fingerprint.ts";
 import { compilerOptions, explainEnabled, optionsKey } from "./options.ts";
 import { CompiledPlan, denseBytes, type Arg, type Instruction, type Slot } from "./plan.ts";
@@ -40,6 +41,7 @@ export const planCacheStats = { hits: 0, misses: 0, fastHits: 0, get size() { re
 export function clear_plan_cache(): void {
   plans.clear();
   clearRecipes();
+  clearSymbolic();
   planCacheStats.hits = 0;
   planCacheStats.misses = 0;
   planCacheStats.fastHits = 0;
@@ -137,6 +139,20 @@ export function compile(roots: readonly Node[], backend: Backend, device = "cpu"
   const recorder = w ? new FoldRecorder(w, evaluate) : null;
   const raw = fromLazy(roots, retainAll);
   const graph = opts.simplify ? simplify(raw, { evaluate: recorder ? recorder.evaluate : evaluate }) : raw;
+  // a graph over a symbolic dimension: an instance of its template (symbolic.ts)
+  if (opts.cache && opts.symbolic) {
+    const sym = symbolicPlan(graph, context, backend, opts.tolerance, (g, k) => buildPlan(g, backend, device, k, writes));
+    if (sym) {
+      if (sym.compiled) planCacheStats.misses++;
+      else planCacheStats.hits++;
+      if (sym.compiled && explainEnabled()) console.error(sym.plan.explain());
+      if (w && recorder) {
+        const recipe = Recipe.make(w, sym.plan, graph, recorder);
+        if (recipe) addRecipe(w, recipe);
+      }
+      return { plan: sym.plan, binding: bindingOf(graph, sym.plan), hit: !sym.compiled };
+    }
+  } else symbolBinding(graph); // the range check alone
   const key = structuralKey(graph, context);
   let plan = opts.cache ? plans.get(key) : undefined;
   const hit = plan !== undefined;

@@ -20,6 +20,11 @@ export interface CompilerOptions {
   /** Reuse compiled plans for graphs with the same structure. */
   cache: boolean;
   /**
+   * Graphs over a symbolic dimension (mark_dynamic) share one plan template across its values
+   * (symbolic.ts); off: each size compiles on its own (the range check stays). Needs `cache`.
+   */
+  symbolic: boolean;
+  /**
    * Which kernel implementations a plan may use (backends/catalog.ts): `"exact"` only those that
    * give the eager kernels' bits (eager == lazy bit for bit), or an error bound {atol, rtol}
    * against a float64 reference; the fastest admitted implementation runs. Default: float32
@@ -28,7 +33,7 @@ export interface CompilerOptions {
   tolerance: Tolerance;
 }
 
-const DEFAULTS: CompilerOptions = { simplify: true, patterns: true, fuse: true, inplace: true, cache: true, tolerance: FLOAT32_TOLERANCE };
+const DEFAULTS: CompilerOptions = { simplify: true, patterns: true, fuse: true, inplace: true, cache: true, symbolic: true, tolerance: FLOAT32_TOLERANCE };
 let current: CompilerOptions = { ...DEFAULTS };
 
 /** The current compiler options (a copy). */

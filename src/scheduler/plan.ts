@@ -117,6 +117,16 @@ export interface PlanParts {
   transients: TransientBuffer[];
   /** Kernels the same graph would launch without patterns and fusion. */
   unfusedKernels: number;
+  /** An instance of a plan template (plan_template.ts): the symbol, its value here and the template's range. */
+  symbolic?: SymbolicBinding;
+}
+
+/** A symbolic dimension's value in a plan instance, and the range its template covers. */
+export interface SymbolicBinding {
+  readonly name: string;
+  readonly value: number;
+  readonly lo: number;
+  readonly hi: number;
 }
 
 /** Ops whose work grows with an inner dimension as well as the output (see instructionWork). */
@@ -149,6 +159,8 @@ export class CompiledPlan {
   readonly memory: MemoryPlan;
   readonly transients: readonly TransientBuffer[];
   readonly unfusedKernels: number;
+  /** Set on instances of a plan template: the symbol's value (null: a plan for fixed shapes). */
+  readonly symbolic: SymbolicBinding | null;
   /** Estimated work per run in element operations (instructionWork summed). */
   readonly work: number;
   /** Whether instructions run through prepared kernels over a planned workspace. */
@@ -173,6 +185,7 @@ export class CompiledPlan {
     this.memory = p.memory;
     this.transients = p.transients;
     this.unfusedKernels = p.unfusedKernels;
+    this.symbolic = p.symbolic ?? null;
     this.bufs = new Array(p.slots.length).fill(null);
     this.work = p.instructions.reduce((w, I) => w + instructionWork(I), 0);
     this.planned = p.instructions.every((i) => i.kernel !== null);
@@ -302,6 +315,8 @@ export class CompiledPlan {
       `CompiledPlan ${shortHash(this.key)} on ${this.device}: ${this.kernelCount} kernels (${this.unfusedKernels} unfused), ` +
       `workspace ${fmtBytes(this.workspaceBytes)} (naive ${fmtBytes(m.naive)}, live bound ${fmtBytes(m.liveBound)}), outputs ${fmtBytes(this.outputBytes)}`,
     ];
+    const sy = this.symbolic;
+    if (sy) lines.push(`  symbolic: ${sy.name} = ${sy.value}, one template for ${sy.name} in [${sy.lo}, ${sy.hi}] (kernels prepared for this value, workspace planned at ${sy.hi})`);
     this.instructions.forEach((I, i) => {
       const d = I.op.describe?.(I.attrs as never);
       const s = this.slots[I.out]!;

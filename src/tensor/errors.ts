@@ -10,6 +10,11 @@ export class LoomError extends Error {
 }
 /** Shapes that do not fit an op (broadcast, matmul, reshape...). */
 export class LoomShapeError extends LoomError {}
+/**
+ * A symbolic dimension bound outside its declared range, or to two sizes in one graph
+ * (torch's ConstraintViolationError); raised before any kernel runs.
+ */
+export class LoomConstraintViolationError extends LoomShapeError {}
 /** A dtype an op does not accept, or an impossible conversion. */
 export class LoomDtypeError extends LoomError {}
 /** A dim or index outside the valid range (PyTorch's IndexError). */

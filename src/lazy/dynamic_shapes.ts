@@ -1,0 +1,38 @@
+/**
+ * Declaring an input's dimension dynamic (torch._dynamo.mark_dynamic, torch.export.Dim): lazy
+ * graphs that read the input then share one plan across the sizes that dimension takes, up to
+ * its maximum (scheduler/symbolic.ts). Eager execution is unaffected.
+ */
+import { Dim, markDynamic } from "../scheduler/symbolic.ts";
+import { LoomValueError } from "../tensor/errors.ts";
+import type { LazyTensor } from "./lazy_tensor.ts";
+import { Tensor } from "./tensor.ts";
+
+export { Dim };
+
+/**
+ * Mark dimension `dim` of input `t` dynamic: a symbol with a range (`Dim`), or a range for an
+ * anonymous symbol named `s<dim>` (inputs marked with the same name and range share plans).
+ * Mark each new input (each batch), as with torch._dynamo.mark_dynamic.
+ * @param t - an eager tensor, or a lazy tensor over an existing buffer (`x.lazy()`)
+ * @param dim - the dimension (negative counts from the end)
+ * @param range - `Dim`, or `{ min?, max, name? }` (min defaults to 2; memory is planned for max)
+ * @returns `t`
+ * @throws LoomValueError for a lazy tensor that is not an input (a computed value); LoomIndexError
+ *   for a dim outside the rank; LoomConstraintViolationError when the size is outside the range
+ * @example
+ *   const seq = new Dim("seq", { max: 128 });
+ *   mark_dynamic(input_ids, 1, seq); // [B, T]: every T in [2, 128] shares the step's plan
+ */
+export function mark_dynamic<T extends Tensor | LazyTensor>(t: T, dim: number, range: Dim | { min?: number; max: number; name?: string }): T {
+  const sym = range instanceof Dim ? range : new Dim(range.name ?? `s${dim < 0 ? dim + t.shape.length : dim}`, range);
+  let d;
+  if (t instanceof Tensor) d = t._d;
+  else {
+    const lt = t as LazyTensor;
+    d = lt.node.realized ?? lt._origin?._d;
+    if (!d) throw new LoomValueError(`[mark_dynamic] expected an input tensor (eager, or lazy over an existing buffer), got a computed lazy value of shape [${t.shape.join(", ")}]`);
+  }
+  markDynamic(d, dim, sym);
+  return t;
+}
