@@ -204,47 +204,76 @@ const valueAt = (f: Affine, i: number, s: number) => f.a[i]! * s + f.b[i]!;
 
 /**
  * First value seen: a marked dim is the symbol; an input's dim equal to the value is the symbol
- * (an arange of positions; a weight's dims are fixed multiples of nothing); any other integer that
- * is a multiple k·s of the value is k·S (a reshape to [B·T, C], a stride T·C); the rest are
- * constants. A constant that happens to match is guessed wrong: the guess then fails at a probe,
- * or the next value does not match it, and the functions are solved from two values.
+ * (an arange of positions), its other dims fixed (a weight's 384 = 6·64 is); an op's integer
+ * attrs take the first of these choices whose shapes infer at the probe values `at` without
+ * emptying a dim:
+ *   1. those equal to the value are S (an expand to [B, T, T] from size 1 infers either way);
+ *   2. none (a slice end that is a multiple of the value by chance would slice nothing);
+ *   3. all equal ones but one, the last first (a reshape to [B, T, H, hd] with hd = T);
+ *   4. multiples k·S (a reshape to [B·T, C]); 5. all multiples but one.
+ * A node no choice fits retries once with its inputs' multiples (an index over B·T made during
+ * the step, an expand to B·T from a scalar). A wrong guess is never used: it fails at a probe, or
+ * the next value does not match it, and the functions are then solved from two values.
  */
 function guess(g: Graph, split: Split, s: number, at: readonly number[]): Affine {
   const { nums, roles, starts } = split;
   const multiples = nums.map((v, i) => (roles[i] === SYMBOL || (roles[i] === DIM && v === s) ? 1 : roles[i] === FREE && v !== 0 && v % s === 0 ? v / s : 0));
+  const index = new Map(g.nodes.map((n, i) => [n, i]));
   const a = [...multiples];
-  const f: Affine = { a, b: nums.map((v, i) => v - a[i]! * s) };
-  const b = f.b as number[];
-  // an op's attrs: the multiples, else only those equal to the value, else constants; the first
-  // choice whose shapes infer at the probe values, without emptying a dim, is kept (a slice end
-  // that is a multiple of the value by chance would slice nothing at another value)
+  const b = nums.map((v, i) => v - a[i]! * s);
+  const f: Affine = { a, b };
   const shapes = at.map(() => new Map<GNode, readonly number[]>());
+  const set = (p: number, k: number) => { a[p] = k; b[p] = nums[p]! - k * s; };
+  const leafShapes = (n: GNode, lo: number) => at.forEach((v, k) => shapes[k]!.set(n, n.shape.map((_, d) => valueAt(f, lo + d, v))));
+  /** Whether op node n's shapes infer at every probe value with the current functions (and record them). */
+  const infers = (n: GNode, lo: number): boolean => {
+    try {
+      const out = at.map((v, k) => {
+        let pos = lo;
+        const attrs = withNumbers(n.attrs, () => valueAt(f, pos++, v));
+        const shape = n.op!.shape(n.inputs.map((c) => ({ shape: shapes[k]!.get(c)!, dtype: c.dtype })), attrs as never);
+        return shape.some((d, j) => d < 1 && n.shape[j]! >= 1) ? null : shape;
+      });
+      if (out.some((x) => x === null)) return false;
+      out.forEach((shape, k) => shapes[k]!.set(n, shape!));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  /** Choices 1–5 for op node n's attrs (or only 4–5: `multiplesFirst`); false when none infers. */
+  const choose = (n: GNode, lo: number, hi: number, multiplesFirst = false): boolean => {
+    const exact: number[] = [], multiple: number[] = [];
+    for (let p = lo; p < hi; p++) {
+      exact.push(nums[p] === s ? 1 : 0);
+      multiple.push(multiples[p]!);
+    }
+    const butOne = (c: number[]) => c.flatMap((k, j) => (k === 0 ? [] : [c.map((x, q) => (q === j ? 0 : x))])).reverse();
+    const choices = multiplesFirst ? [multiple, ...butOne(multiple)] : [exact, exact.map(() => 0), ...butOne(exact), multiple, ...butOne(multiple)];
+    for (const c of choices) {
+      c.forEach((k, j) => set(lo + j, k));
+      if (infers(n, lo)) return true;
+    }
+    return false;
+  };
   g.nodes.forEach((n, i) => {
     const lo = starts[i]!, hi = starts[i + 1]!;
-    if (!n.op) {
-      at.forEach((v, k) => shapes[k]!.set(n, n.shape.map((_, d) => valueAt(f, lo + d, v))));
-      return;
-    }
-    for (const choice of [1, 2, 3]) {
-      for (let p = lo; p < hi; p++) {
-        a[p] = choice === 1 ? multiples[p]! : choice === 2 && nums[p] === s ? 1 : 0;
-        b[p] = nums[p]! - a[p]! * s;
-      }
-      try {
-        const out = at.map((v, k) => {
-          let pos = lo;
-          const attrs = withNumbers(n.attrs, () => valueAt(f, pos++, v));
-          const shape = n.op!.shape(n.inputs.map((c) => ({ shape: shapes[k]!.get(c)!, dtype: c.dtype })), attrs as never);
-          if (shape.some((d, j) => d < 1 && n.shape[j]! >= 1)) throw new Error("an emptied dim");
-          return shape;
+    if (!n.op) return leafShapes(n, lo);
+    if (choose(n, lo, hi)) return;
+    let retry = false;
+    for (const c of n.inputs) {
+      const ci = index.get(c)!, cl = starts[ci]!;
+      if (!c.op) {
+        let changed = false;
+        c.shape.forEach((v, d) => {
+          if (roles[cl + d] === DIM && a[cl + d] === 0 && v !== 0 && v % s === 0) { set(cl + d, v / s); changed = true; }
         });
-        out.forEach((shape, k) => shapes[k]!.set(n, shape));
-        return;
-      } catch {
-        // the next choice
-      }
+        if (changed) leafShapes(c, cl);
+        retry ||= changed;
+      } else if (multiples.slice(cl, starts[ci + 1]!).some((k, j) => k !== a[cl + j])) retry = choose(c, cl, starts[ci + 1]!, true) || retry;
     }
-    at.forEach((_, k) => shapes[k]!.set(n, n.shape)); // none infers: the template fails at its probes
+    if (retry && choose(n, lo, hi)) return;
+    at.forEach((_, k) => shapes[k]!.set(n, n.shape)); // no choice infers: the template fails at its probes
   });
   return f;
 }
