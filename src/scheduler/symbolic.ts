@@ -11,9 +11,10 @@
  *   integer) and its integers (leaf shapes and non-dense strides, integer attrs: reshape sizes,
  *   narrow starts...), in a fixed order (`graphSplit`);
  * - each integer is an affine function a·S + b of the symbol's value S. At the first value seen
- *   they are guessed (an integer equal to S is S, the rest constants); from a second value they
- *   are solved exactly from the two. Every later graph is checked integer by integer against the
- *   functions: a graph that does not match is never given the template's plan;
+ *   they are guessed (`guess`: marked dims, and per op the attrs whose shapes infer at other
+ *   values); from a second value they are solved exactly from the two. Every later graph is
+ *   checked integer by integer against the functions: a graph that does not match is never given
+ *   the template's plan, so a wrong guess costs a compile, never a wrong result;
  * - the graph is rebuilt at probe values of S (leaf layouts from the functions, op shapes by the
  *   registry's shape inference) and compiled there, and the plans fitted into a PlanTemplate
  *   (plan_template.ts); each value then gets an instance of it, without running a pass.
