@@ -3,7 +3,7 @@
  * graphs that read the input then share one plan across the sizes that dimension takes, up to
  * its maximum (scheduler/symbolic.ts). Eager execution is unaffected.
  */
-import { Dim, markDynamic } from "../scheduler/symbolic.ts";
+import { Dim, dynamicDims, markDynamic } from "../scheduler/symbolic.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import type { LazyTensor } from "./lazy_tensor.ts";
 import { Tensor } from "./tensor.ts";
@@ -24,6 +24,27 @@ export { Dim };
  *   const seq = new Dim("seq", { max: 128 });
  *   mark_dynamic(input_ids, 1, seq); // [B, T]: every T in [2, 128] shares the step's plan
  */
+/**
+ * The symbols marked on `t`'s dims (dim -> Dim; empty when none). For code that feeds a model new
+ * tensors made from a marked one (generate's prefill from the prompt), with `carry_dynamic`.
+ */
+export function dynamic_dims(t: Tensor): ReadonlyMap<number, Dim> {
+  return dynamicDims(t._d);
+}
+
+/**
+ * Mark `dst`'s dims with the symbols marked on `src`'s (same dim numbers), each where `dst`'s size
+ * is inside the symbol's range; a size outside it stays a fixed size (no error: the plan for
+ * that size is compiled on its own). Returns `dst`.
+ */
+export function carry_dynamic(src: Tensor, dst: Tensor): Tensor {
+  for (const [dim, sym] of dynamic_dims(src)) {
+    const n = dst.shape[dim];
+    if (n !== undefined && n >= sym.min && n <= sym.max) markDynamic(dst._d, dim, sym);
+  }
+  return dst;
+}
+
 export function mark_dynamic<T extends Tensor | LazyTensor>(t: T, dim: number, range: Dim | { min?: number; max: number; name?: string }): T {
   const sym = range instanceof Dim ? range : new Dim(range.name ?? `s${dim < 0 ? dim + t.shape.length : dim}`, range);
   let d;

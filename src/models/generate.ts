@@ -9,6 +9,7 @@
  */
 import { no_grad } from "../autograd/grad_mode.ts";
 import { tensor } from "../lazy/creation.ts";
+import { carry_dynamic } from "../lazy/dynamic_shapes.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import { LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { default_generator, type Generator } from "../tensor/rng.ts";
@@ -104,14 +105,15 @@ export function generate_tokens(model: GPT2LMHeadModel, idx: Tensor, max_new_tok
         const ctx = model.config.n_positions;
         for (let s = 0; s < max_new_tokens; s++) {
           const cond = rows.map((r) => r.slice(-ctx));
-          pick(model.forward(tensor(cond, { dtype: "int64", device })).logits, s); // [B, Tc, V]
+          // a length marked dynamic on the prompt (mark_dynamic) makes every context length share a plan
+          pick(model.forward(carry_dynamic(idx, tensor(cond, { dtype: "int64", device }))).logits, s); // [B, Tc, V]
         }
         return;
       }
       const cache = opts.past_key_values ?? model.make_cache({ shape: [B, T0], device });
       if (opts.past_key_values) cache.reset(); // a new one is zeros already
       // prefill: the prompt at cache positions 0..T0-1, in one call
-      pick(model.forward(tensor(rows, { dtype: "int64", device }), { past_key_values: cache }).logits, 0);
+      pick(model.forward(carry_dynamic(idx, tensor(rows, { dtype: "int64", device })), { past_key_values: cache }).logits, 0);
       for (let s = 1; s < max_new_tokens; s++) {
         // decode: the last token alone, at position get_seq_length() (derived inside as a tensor)
         const last = tensor(rows.map((r) => [r[r.length - 1]!]), { dtype: "int64", device }); // [B, 1]

@@ -211,7 +211,8 @@ const valueAt = (f: Affine, i: number, s: number) => f.a[i]! * s + f.b[i]!;
  *   1. those equal to the value are S (an expand to [B, T, T] from size 1 infers either way);
  *   2. none (a slice end that is a multiple of the value by chance would slice nothing);
  *   3. all equal ones but one, the last first (a reshape to [B, T, H, hd] with hd = T);
- *   4. multiples k·S (a reshape to [B·T, C]); 5. all multiples but one.
+ *   4. those within 1 of the value are S − 1, S, S + 1 (the last position: a slice [T−1, T));
+ *   5. multiples k·S (a reshape to [B·T, C]); 6. all multiples but one.
  * A node no choice fits retries once with its inputs' multiples (an index over B·T made during
  * the step, an expand to B·T from a scalar). A wrong guess is never used: it fails at a probe, or
  * the next value does not match it, and the functions are then solved from two values.
@@ -242,15 +243,16 @@ function guess(g: Graph, split: Split, s: number, at: readonly number[]): Affine
       return false;
     }
   };
-  /** Choices 1–5 for op node n's attrs (or only 4–5: `multiplesFirst`); false when none infers. */
+  /** Choices 1–6 for op node n's attrs (or only 5–6: `multiplesFirst`); false when none infers. */
   const choose = (n: GNode, lo: number, hi: number, multiplesFirst = false): boolean => {
-    const exact: number[] = [], multiple: number[] = [];
+    const exact: number[] = [], near: number[] = [], multiple: number[] = [];
     for (let p = lo; p < hi; p++) {
       exact.push(nums[p] === s ? 1 : 0);
+      near.push(Math.abs(nums[p]! - s) <= 1 ? 1 : 0);
       multiple.push(multiples[p]!);
     }
     const butOne = (c: number[]) => c.flatMap((k, j) => (k === 0 ? [] : [c.map((x, q) => (q === j ? 0 : x))])).reverse();
-    const choices = multiplesFirst ? [multiple, ...butOne(multiple)] : [exact, exact.map(() => 0), ...butOne(exact), multiple, ...butOne(multiple)];
+    const choices = multiplesFirst ? [multiple, ...butOne(multiple)] : [exact, exact.map(() => 0), ...butOne(exact), near, multiple, ...butOne(multiple)];
     for (const c of choices) {
       c.forEach((k, j) => set(lo + j, k));
       if (infers(n, lo)) return true;

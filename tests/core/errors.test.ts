@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import {
   LoomAutogradError, LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, Tensor, autograd, cat,
-  realizeStats, stack, tensor, where, zeros, type TensorOps,
+  OPS, realizeStats, stack, tensor, where, zeros, type TensorOps,
 } from "../../src/index.ts";
 import { thrown } from "../thrown.ts";
 
@@ -236,5 +236,16 @@ describe("lazy errors are raised at record time", () => {
 
   test("mixing eager and lazy operands reports the same error", () => {
     expect(() => zeros(2, 3).add(zeros(4).lazy() as never)).toThrow("[add] shapes [2, 3] and [4] cannot be broadcast together (dim -1: 3 vs 4)");
+  });
+});
+
+describe("registry shape inference checks attrs it is given directly", () => {
+  test("slice: a range outside the dim raises LoomIndexError naming the range and the shape", () => {
+    const x = [{ shape: [2, 4], dtype: "float32" as const }];
+    expect(OPS.slice.shape(x, { dim: 1, start: 1, end: 4, step: 1 })).toEqual([2, 3]);
+    expect(OPS.slice.shape(x, { dim: 1, start: 3, end: 3, step: 1 })).toEqual([2, 0]);
+    expect(() => OPS.slice.shape(x, { dim: 1, start: 8, end: 9, step: 1 })).toThrow(/\[slice\] dim 1 8:9:1 is out of range for shape \[2, 4\]/);
+    expect(() => OPS.slice.shape(x, { dim: 1, start: 0, end: 5, step: 1 })).toThrow(LoomIndexError);
+    expect(() => OPS.slice.shape(x, { dim: 2, start: 0, end: 1, step: 1 })).toThrow(LoomIndexError);
   });
 });

@@ -194,6 +194,30 @@ describe("templates", () => {
   });
 });
 
+describe.each(BACKENDS)("generation with a prompt length marked dynamic on %s", (backend) => {
+  useBackend(backend);
+  test("prefill plans are shared across prompt lengths (cached decoding), and full recomputation compiles once", () => {
+    const model = gpt2();
+    const seq = new loom.Dim("prompt", { max: 64 });
+    const prompts = [5, 9, 13].map((T) => loom.randint(0, 23, [1, T]));
+    const run = (marked: boolean, use_cache: boolean) => prompts.map((p) => {
+      const idx = marked ? loom.mark_dynamic(p.clone(), 1, seq) : p;
+      return model.generate(idx, 6, { temperature: 0, use_cache }).tolist();
+    });
+    clear_plan_cache();
+    const plain = run(false, true);
+    const plainMisses = planCacheStats.misses;
+    clear_plan_cache();
+    expect(run(true, true)).toEqual(plain);
+    // unmarked: a prefill plan per prompt length and one decode plan; marked: one prefill template
+    expect(plainMisses).toBe(4);
+    expect(planCacheStats.misses).toBe(2);
+    clear_plan_cache();
+    expect(run(true, false)).toEqual(plain);
+    expect(planCacheStats.misses).toBe(1); // contexts of 5..18 tokens: one template
+  });
+});
+
 describe("bad input", () => {
   test("a size beyond the maximum raises naming the symbol, the size and the maximum, before anything runs", () => {
     const seq = new loom.Dim("seq", { max: 16 });

@@ -3,7 +3,7 @@
  * copies only when the strides cannot express the new shape, as torch.reshape). cat and
  * slice_backward (the adjoint of slice) write new buffers.
  */
-import { LoomShapeError, fmtShape } from "../../tensor/errors.ts";
+import { LoomIndexError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
 import { numel, viewStrides } from "../../tensor/shape.ts";
 import { forEachStrided, viewOf, type TensorData } from "../../tensor/storage.ts";
 import { resultType, sameDtype } from "../infer.ts";
@@ -99,6 +99,10 @@ export const slice: ViewOp<SliceAttrs> = defineOp<SliceAttrs, ViewOp<SliceAttrs>
   kind: "view", arity: 1, name: "slice",
   shape: ([x], a) => {
     const s = [...x!.shape];
+    // the surface clamps and normalizes; attrs made elsewhere (a plan template) are checked
+    if (!(a.dim >= 0 && a.dim < s.length && a.step > 0 && a.start >= 0 && (a.start >= a.end || a.end <= s[a.dim]!))) {
+      throw new LoomIndexError(`[slice] dim ${a.dim} ${a.start}:${a.end}:${a.step} is out of range for shape ${fmtShape(x!.shape)}`);
+    }
     s[a.dim] = sliceLen(a);
     return s;
   },
