@@ -42,8 +42,15 @@ export interface AutogradTensor<T> extends Diff<T> {
   grad: T | null;
   grad_fn: GradFnNode<T> | null;
   _retains_grad: boolean;
+  /** Gradient hooks (torch.Tensor.register_hook): each may replace the gradient; null when none. */
+  _hooks?: { fn: (grad: T) => T | void }[] | null;
   detach(): T;
   contiguous(): T;
+}
+
+/** What registering a hook returns (torch.utils.hooks.RemovableHandle): `remove()` unregisters it. */
+export interface RemovableHandle {
+  remove(): void;
 }
 
 export interface BackwardOptions {
@@ -162,9 +169,10 @@ export function runBackward<T extends AutogradTensor<T>>(
     const order = topoOrder(roots);
     for (let k = order.length - 1; k >= 0; k--) {
       const t = order[k]!;
-      const g = pending.get(t);
+      let g = pending.get(t);
       if (!g) continue;
       pending.delete(t);
+      if (t._hooks) for (const h of [...t._hooks]) g = fitGrad(t, h.fn(g) ?? g);
       if (wanted.has(t)) found.set(t, g);
       const fn = t.grad_fn;
       if (opts.accumulate && (!fn || t._retains_grad)) stores.push([t, g]);

@@ -5,7 +5,7 @@
  * recording happen here, so eager and lazy tensors fail the same way at the same moment.
  */
 import {
-  backward_state, check_saved, runBackward, saved_versions, type AutogradTensor, type BackwardOptions, type GradFnNode,
+  backward_state, check_saved, runBackward, saved_versions, type AutogradTensor, type BackwardOptions, type GradFnNode, type RemovableHandle,
 } from "../autograd/engine.ts";
 import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
@@ -102,6 +102,23 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     if (this.grad_fn) this._retains_grad = true;
     return this;
   }
+
+  /**
+   * Call `hook(grad)` whenever the gradient with respect to this tensor is computed in a backward
+   * (torch.Tensor.register_hook). A returned tensor replaces the gradient: it is what a leaf
+   * accumulates into `.grad` and what flows on to the inputs. Hooks run in registration order.
+   * @returns a handle whose `remove()` unregisters the hook
+   * @throws LoomAutogradError for a tensor that does not require grad
+   */
+  register_hook(hook: (grad: Self) => Self | void): RemovableHandle {
+    if (!this.requires_grad) throw new LoomAutogradError("cannot register a hook on a tensor that doesn't require gradient");
+    const hooks = (this._hooks ??= []);
+    const entry = { fn: hook };
+    hooks.push(entry);
+    return { remove: () => { const i = hooks.indexOf(entry); if (i >= 0) hooks.splice(i, 1); } };
+  }
+  /** Gradient hooks (register_hook), null until one is registered. */
+  _hooks: { fn: (grad: any) => any }[] | null = null;
 
   /** `out` with a zero gradient to each of `inputs` that requires grad (rounding ops, counts). */
   protected _zeroGrad(out: Self, inputs: readonly Self[], name: string): Self {
@@ -521,11 +538,15 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     if (shapesEqual(s, this.shape)) return this as unknown as Self;
     return this._apply(OPS.reshape, [], { shape: s });
   }
-  /** torch.view: like reshape, but an eager tensor whose strides cannot be viewed throws. */
+  /**
+   * torch.view: like reshape, but an eager tensor whose strides cannot be viewed throws. Always a
+   * new tensor, as in torch, even for the same shape (its own grad_fn: a hook on it sees only the
+   * gradient that flows through it; a lazy no-op view is folded away by the compiler).
+   */
   view(...shape: (number | readonly number[])[]): Self {
     const s = inferShape("view", flatShapeArgs(shape), this.numel());
     this._checkView(s);
-    return this.reshape(s);
+    return this._apply(OPS.reshape, [], { shape: s });
   }
   /**
    * Whether `out`, this tensor viewed by `op`, shares this storage (and so its version counter).

@@ -19,7 +19,9 @@ import { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { DTYPES, isFloating, type DType } from "../tensor/dtype.ts";
 import { LoomValueError, fmtShape } from "../tensor/errors.ts";
+import type { RemovableHandle } from "../autograd/engine.ts";
 import { run_forward, with_execution_mode } from "./execution.ts";
+import { ModuleHooks, type BackwardHook, type BackwardPreHook, type ForwardHook, type ForwardPreHook } from "./hooks.ts";
 import { Parameter } from "./parameter.ts";
 
 /** Tensors keyed by dotted attribute path (torch's OrderedDict state dict). */
@@ -427,7 +429,41 @@ export class Module {
    * inside arrays and plain objects; outputs may be tensors, arrays or plain objects of them.
    */
   forward(...args: any[]): any {
-    return run_forward(this.forward_lazy.bind(this), args);
+    const h = this._module_hooks;
+    if (!h || h.empty) return run_forward(this.forward_lazy.bind(this), args);
+    return h.call(this, this._get_name(), args, (a, prepare) => run_forward((...xs: unknown[]) => this.forward_lazy(...prepare(xs)), a));
+  }
+
+  // ---- hooks (hooks.ts) ---------------------------------------------------------------------
+  private _module_hooks: ModuleHooks<Module> | null = null;
+  private get _hooks_(): ModuleHooks<Module> {
+    return (this._module_hooks ??= new ModuleHooks<Module>());
+  }
+  /**
+   * `hook(module, args)` before each forward; a returned value replaces the arguments (an array,
+   * or one value). torch.nn.Module.register_forward_pre_hook.
+   */
+  register_forward_pre_hook(hook: ForwardPreHook<this>): RemovableHandle {
+    return this._hooks_.forwardPre.add(hook as ForwardPreHook<Module>);
+  }
+  /** `hook(module, args, output)` after each forward; a returned value replaces the output (torch's register_forward_hook). */
+  register_forward_hook(hook: ForwardHook<this>): RemovableHandle {
+    return this._hooks_.forward.add(hook as ForwardHook<Module>);
+  }
+  /**
+   * `hook(module, grad_output)` when the gradient of the output is computed; a returned array
+   * replaces grad_output. torch's register_full_backward_pre_hook; one tensor in and out (hooks.ts).
+   */
+  register_full_backward_pre_hook(hook: BackwardPreHook<this>): RemovableHandle {
+    return this._hooks_.backwardPre.add(hook as BackwardPreHook<Module>);
+  }
+  /**
+   * `hook(module, grad_input, grad_output)` when the gradient of the input from this module is
+   * computed; a returned array replaces grad_input (torch's register_full_backward_hook; one
+   * tensor in and out, hooks.ts). grad_input is empty when the input does not require grad.
+   */
+  register_full_backward_hook(hook: BackwardHook<this>): RemovableHandle {
+    return this._hooks_.backward.add(hook as BackwardHook<Module>);
   }
   /** The user entry point (torch's `module(x)`): `forward(...args)`. */
   call(...args: any[]): any {
