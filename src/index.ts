@@ -15,6 +15,7 @@ export { promoteTypes as promote_types, type DType } from "./tensor/dtype.ts";
 export * from "./tensor/errors.ts";
 export { realizeStats } from "./scheduler/realize.ts";
 export { Dim, mark_dynamic } from "./lazy/dynamic_shapes.ts";
+export { save, load, get_rng_state, set_rng_state } from "./lazy/serialization.ts";
 export { symbolicStats } from "./scheduler/symbolic.ts";
 export { clear_plan_cache, planCacheStats } from "./scheduler/compile.ts";
 export { CompiledPlan } from "./scheduler/plan.ts";

@@ -10,8 +10,12 @@
  * Sequences are deterministic per seed and documented here; they are not guaranteed to equal
  * torch's beyond `rand` on small float32 tensors (torch vectorizes normal_ differently).
  */
+import { LoomValueError } from "./errors.ts";
+
 const N = 624;
 const M = 397;
+/** Bytes of Generator.get_state: N words, the position, the seed, the kept normal (flag + value). */
+export const STATE_BYTES = 4 * N + 4 + 8 + 1 + 8;
 
 export class Generator {
   private mt = new Uint32Array(N);
@@ -40,6 +44,38 @@ export class Generator {
 
   initial_seed(): number {
     return this._seed;
+  }
+
+  /**
+   * The whole state as bytes (torch.Generator.get_state, which returns them as a uint8 tensor):
+   * the Mersenne Twister words, the position, the seed and Box-Muller's kept value. Little-endian,
+   * STATE_BYTES long; `set_state` restores it exactly.
+   */
+  get_state(): Uint8Array {
+    const out = new Uint8Array(STATE_BYTES);
+    const v = new DataView(out.buffer);
+    for (let i = 0; i < N; i++) v.setUint32(4 * i, this.mt[i]!, true);
+    v.setUint32(4 * N, this.mti, true);
+    v.setFloat64(4 * N + 4, this._seed, true);
+    v.setUint8(4 * N + 12, this.spare === null ? 0 : 1);
+    v.setFloat64(4 * N + 13, this.spare ?? 0, true);
+    return out;
+  }
+
+  /**
+   * Restore a state from `get_state` (torch.Generator.set_state).
+   * @throws LoomValueError for bytes of another length or a position outside the state
+   */
+  set_state(state: Uint8Array): this {
+    if (state.length !== STATE_BYTES) throw new LoomValueError(`[Generator.set_state] expected ${STATE_BYTES} bytes, got ${state.length}`);
+    const v = new DataView(state.buffer, state.byteOffset, state.byteLength);
+    const mti = v.getUint32(4 * N, true);
+    if (mti > N + 1) throw new LoomValueError(`[Generator.set_state] position ${mti} is outside the state (at most ${N + 1})`);
+    for (let i = 0; i < N; i++) this.mt[i] = v.getUint32(4 * i, true);
+    this.mti = mti;
+    this._seed = v.getFloat64(4 * N + 4, true);
+    this.spare = v.getUint8(4 * N + 12) ? v.getFloat64(4 * N + 13, true) : null;
+    return this;
   }
 
   /** Next 32-bit unsigned integer. */
