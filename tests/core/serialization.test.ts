@@ -101,7 +101,7 @@ describe.each(BACKENDS)("resuming training on %s", (backend) => {
       loom.manual_seed(seed);
       const model = new models.GPT2LMHeadModel(config());
       const opt = new optim.AdamW(model.parameters(), { lr: 1e-2, weight_decay: 0.1 });
-      const sched = new optim.lr_scheduler.StepLR(opt, { step_size: 2, gamma: 0.5 });
+      const sched = new optim.lr_scheduler.StepLR(opt, 2, 0.5);
       model.train();
       return { model, opt, sched };
     };
@@ -134,5 +134,6 @@ describe.each(BACKENDS)("resuming training on %s", (backend) => {
     expect(resumed).toEqual(losses);
     expect(params(second)).toEqual(params(straight));
     expect(second.opt.param_groups[0]!.lr).toBe(straight.opt.param_groups[0]!.lr);
+    expect(straight.opt.param_groups[0]!.lr).toBeCloseTo(0.01 * 0.5 ** 3, 12); // the schedule ran
   });
 });
