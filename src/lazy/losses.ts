@@ -83,6 +83,21 @@ export function l1_loss<S extends TensorOps<S>>(input: S, target: S, o?: LossOpt
   return reduce(input.sub(target).abs(), reduction);
 }
 
+/**
+ * Quadratic below |d| = t, linear above (d = x - y): huber (scale by t: t·(|d| - t/2)) or
+ * smooth_l1 (= huber / t: 0.5·d²/t and |d| - t/2; t = 0 is l1_loss, as torch).
+ * @throws as mse_loss; LoomValueError for delta <= 0 or beta < 0
+ */
+function quadraticThenLinear<S extends TensorOps<S>>(op: "huber_loss" | "smooth_l1_loss", input: S, target: S, reduction: Reduction, t: number): S {
+  checkPair(op, input, target, reduction);
+  const huber = op === "huber_loss";
+  if (huber ? !(t > 0) : !(t >= 0)) throw new LoomValueError(`[${op}] ${huber ? "delta must be positive" : "beta must be non-negative"}, got ${t}`);
+  const z = input.sub(target).abs();
+  if (t === 0) return reduce(z, reduction);
+  const quad = z.mul(z).mul(huber ? 0.5 : 0.5 / t), lin = z.sub(0.5 * t);
+  return reduce(quad.where(z.lt(t), huber ? lin.mul(t) : lin), reduction);
+}
+
 export interface HuberLossOptions extends LossOptions {
   /** Where the loss turns from quadratic to linear (absolute, > 0); default 1. */
   delta?: number;
@@ -94,11 +109,7 @@ export interface HuberLossOptions extends LossOptions {
  * @throws LoomValueError unless delta > 0
  */
 export function huber_loss<S extends TensorOps<S>>(input: S, target: S, o: HuberLossOptions = {}): S {
-  const { reduction = "mean", delta = 1 } = o;
-  checkPair("huber_loss", input, target, reduction);
-  if (!(delta > 0)) throw new LoomValueError(`[huber_loss] delta must be positive, got ${delta}`);
-  const d = input.sub(target), z = d.abs();
-  return reduce(d.mul(d).mul(0.5).where(z.lt(delta), z.sub(0.5 * delta).mul(delta)), reduction);
+  return quadraticThenLinear("huber_loss", input, target, o.reduction ?? "mean", o.delta ?? 1);
 }
 
 export interface SmoothL1LossOptions extends LossOptions {
@@ -113,12 +124,7 @@ export interface SmoothL1LossOptions extends LossOptions {
  * @throws LoomValueError for a negative beta
  */
 export function smooth_l1_loss<S extends TensorOps<S>>(input: S, target: S, o: SmoothL1LossOptions = {}): S {
-  const { reduction = "mean", beta = 1 } = o;
-  checkPair("smooth_l1_loss", input, target, reduction);
-  if (!(beta >= 0)) throw new LoomValueError(`[smooth_l1_loss] beta must be non-negative, got ${beta}`);
-  const z = input.sub(target).abs();
-  if (beta === 0) return reduce(z, reduction); // torch: beta 0 is exactly l1_loss
-  return reduce(z.mul(z).mul(0.5 / beta).where(z.lt(beta), z.sub(0.5 * beta)), reduction);
+  return quadraticThenLinear("smooth_l1_loss", input, target, o.reduction ?? "mean", o.beta ?? 1);
 }
 
 export interface KLDivOptions {
