@@ -176,7 +176,9 @@ function clampedLog<S extends TensorOps<S>>(x: S): S {
  * Binary cross entropy between probabilities and targets:
  * -w·(y·log x + (1 - y)·log(1 - x)), each log clamped to >= -100 as torch
  * (torch.nn.functional.binary_cross_entropy). Inputs outside [0, 1] are not checked (torch checks
- * values, which a lazy input cannot do before it runs): they give NaN.
+ * values, which a lazy input cannot do before it runs): they give NaN. The gradient is the
+ * derivative of this composite; at x = 0 or 1 exactly it can differ from torch's hand-written
+ * backward, which divides by max(x·(1 - x), 1e-12).
  * @param input - floating probabilities; target - floating, same shape; weight - broadcastable
  * @returns 0-d, or input's shape for "none"
  * @throws LoomShapeError for different shapes or a weight that does not broadcast; LoomDtypeError;
