@@ -14,12 +14,13 @@
  * composite the index came from (INDEX_CALLERS order, from 1; 0 = the op itself). Negative
  * indices are out of bounds (PyTorch does not wrap them in these ops).
  */
-enum { CALLER_NONE, CALLER_EMBEDDING, CALLER_CROSS_ENTROPY, CALLER_ONE_HOT };
+enum { CALLER_NONE, CALLER_EMBEDDING, CALLER_CROSS_ENTROPY, CALLER_ONE_HOT, CALLER_NLL_LOSS };
 
 /** Check index v for a dim of `size`, or record the reference's error and return -1. */
 static int64_t check_index(const char *op, int caller, double v, int64_t size, int dim) {
   if (v >= 0 && v < (double)size) return (int64_t)v;
   if (caller == CALLER_CROSS_ENTROPY) loom_set_error("[cross_entropy] Target %.17g is out of bounds.", v);
+  else if (caller == CALLER_NLL_LOSS) loom_set_error("[nll_loss] Target %.17g is out of bounds.", v);
   else if (caller == CALLER_ONE_HOT && v < 0) loom_set_error("[one_hot] class values must be non-negative");
   else if (caller == CALLER_ONE_HOT) loom_set_error("[one_hot] class values must be smaller than num_classes (%lld), got %.17g", (long long)size, v);
   else loom_set_error("[%s] index %.17g is out of bounds for dimension %d with size %lld", caller == CALLER_EMBEDDING ? "embedding" : op, v, dim, (long long)size);

@@ -10,6 +10,14 @@ import { fromValues } from "../tensor/storage.ts";
 import { default_generator } from "../tensor/rng.ts";
 import type { Scalar, TensorOps } from "./surface.ts";
 
+// the losses live in their own file
+export {
+  binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div, l1_loss, mse_loss,
+  nll_loss, smooth_l1_loss, type BCEOptions, type BCEWithLogitsOptions, type CrossEntropyOptions,
+  type HuberLossOptions, type KLDivOptions, type LossOptions, type NLLLossOptions, type Reduction,
+  type SmoothL1LossOptions,
+} from "./losses.ts";
+
 
 /** torch.where(condition, input, other); input/other may be scalars (not both). */
 export function where<S extends TensorOps<S>>(condition: S, input: S | Scalar, other: S | Scalar): S {
@@ -42,6 +50,8 @@ export function relu<S extends TensorOps<S>>(x: S): S { return x.relu(); }
 export function sigmoid<S extends TensorOps<S>>(x: S): S { return x.sigmoid(); }
 export function tanh<S extends TensorOps<S>>(x: S): S { return x.tanh(); }
 export function silu<S extends TensorOps<S>>(x: S): S { return x.silu(); }
+/** x for x > 0, else negative_slope·x (torch.nn.functional.leaky_relu); the gradient at 0 is negative_slope, as torch. */
+export function leaky_relu<S extends TensorOps<S>>(x: S, negative_slope = 0.01): S { return x.where(x.gt(0), x.mul(negative_slope)); }
 export function gelu<S extends TensorOps<S>>(x: S, approximate: "none" | "tanh" = "none"): S { return x.gelu(approximate); }
 export function softmax<S extends TensorOps<S>>(x: S, dim: number, opts?: { dtype?: DType }): S { return x.softmax(dim, opts); }
 export function log_softmax<S extends TensorOps<S>>(x: S, dim: number, opts?: { dtype?: DType }): S { return x.log_softmax(dim, opts); }
@@ -121,70 +131,6 @@ export function embedding<S extends TensorOps<S>>(input: S, weight: S, padding_i
     out = out.where(input.ne(p).unsqueeze(-1), out.detach());
   }
   return out;
-}
-
-export interface CrossEntropyOptions<S> {
-  weight?: S | null;
-  ignore_index?: number;
-  reduction?: "mean" | "sum" | "none";
-  label_smoothing?: number;
-}
-
-/**
- * Cross entropy between logits and class indices (or class probabilities), as
- * torch.nn.functional.cross_entropy.
- * @param input - [N, C], [N, C, d1, ...] or [C] logits, floating
- * @param target - int [N] / [N, d1, ...] / [] class indices, or probabilities shaped like input
- * @returns 0-d for "mean"/"sum"; per-element loss for "none"
- * @throws LoomShapeError when target does not match input without its class dim
- */
-export function cross_entropy<S extends TensorOps<S>>(input: S, target: S, opts: CrossEntropyOptions<S> = {}): S {
-  const { weight = null, ignore_index = -100, reduction = "mean", label_smoothing = 0 } = opts;
-  const cdim = input.ndim === 1 ? 0 : 1;
-  const C = input.shape[cdim]!;
-  const logp = input.log_softmax(cdim);
-  // per-class weights broadcast along the class dim
-  const wview = weight ? weight.reshape([C, ...Array(Math.max(0, input.ndim - cdim - 1)).fill(1)]) : null;
-  if (target.is_floating_point()) {
-    if (!shapesEqual(target.shape, input.shape)) throw new LoomShapeError(`[cross_entropy] probability target ${fmtShape(target.shape)} must match input ${fmtShape(input.shape)}`);
-    let t = label_smoothing > 0 ? target.mul(1 - label_smoothing).add(label_smoothing / C) : target;
-    if (wview) t = t.mul(wview);
-    const loss = logp.mul(t).sum(cdim).neg();
-    if (reduction === "none") return loss;
-    return reduction === "sum" ? loss.sum() : loss.sum().div(loss.numel());
-  }
-  const want = input.shape.filter((_, i) => i !== cdim);
-  if (!shapesEqual(target.shape, want)) {
-    throw new LoomShapeError(`[cross_entropy] expected target of shape ${fmtShape(want)} for input ${fmtShape(input.shape)}, got ${fmtShape(target.shape)}`);
-  }
-  const valid = target.ne(ignore_index);
-  // only ignored targets become 0; any other target outside [0, C) (-1 included) makes the gather
-  // raise PyTorch's "Target -1 is out of bounds." (eagerly now, lazily when realized)
-  const safe = target.where(valid, 0).to("int64");
-  const picked = { dim: cdim, caller: "cross_entropy" } as const;
-  const nll = logp._apply(OPS.gather, [safe.unsqueeze(cdim)], picked).squeeze(cdim).neg();
-  let w = valid.to(input.dtype);
-  if (weight) w = w.mul(weight._apply(OPS.index_select, [safe.flatten()], { ...picked, dim: 0 }).reshape(safe.shape as number[]));
-  const loss = nll.mul(w);
-  // label smoothing: the (weighted) mean over classes of -log p, on the non-ignored targets
-  const smooth = label_smoothing > 0 ? (wview ? logp.mul(wview) : logp).sum(cdim).neg().mul(valid.to(input.dtype)) : null;
-  if (reduction === "none") {
-    return smooth ? loss.mul(1 - label_smoothing).add(smooth.mul(label_smoothing / C)) : loss;
-  }
-  const denom = reduction === "mean" ? w.sum() : null;
-  let r = denom ? loss.sum().div(denom) : loss.sum();
-  if (smooth) {
-    const sr = denom ? smooth.sum().div(denom) : smooth.sum();
-    r = r.mul(1 - label_smoothing).add(sr.mul(label_smoothing / C));
-  }
-  return r;
-}
-
-/** Mean squared error (torch.nn.functional.mse_loss). */
-export function mse_loss<S extends TensorOps<S>>(input: S, target: S, reduction: "mean" | "sum" | "none" = "mean"): S {
-  const d = input.sub(target);
-  const l = d.mul(d);
-  return reduction === "none" ? l : reduction === "sum" ? l.sum() : l.mean();
 }
 
 /**

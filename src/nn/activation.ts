@@ -1,9 +1,10 @@
 /**
- * Parameter-free elementwise layers: activations (torch.nn.ReLU, GELU, SiLU, Tanh, Sigmoid),
- * Identity and Dropout. Each is a thin Module around the functional op, so it can sit in a
- * Sequential and shows up in named_modules like its torch counterpart.
+ * Parameter-free layers: activations (torch.nn.ReLU, GELU, SiLU, Tanh, Sigmoid, LeakyReLU,
+ * Softmax, LogSoftmax), Identity, Dropout and the reshapes Flatten / Unflatten. Each is a thin
+ * Module around the functional op, so it can sit in a Sequential and shows up in named_modules
+ * like its torch counterpart.
  */
-import { dropout } from "../lazy/functional.ts";
+import { dropout, leaky_relu } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { TensorModule, py_bool, py_float } from "./module.ts";
@@ -39,6 +40,52 @@ export class GELU extends TensorModule {
 export class SiLU extends TensorModule {
   forward_lazy<S extends TensorOps<S>>(x: S): S {
     return x.silu();
+  }
+}
+
+/** x for x > 0, else negative_slope·x (torch.nn.LeakyReLU). Any shape; same shape and dtype out. */
+export class LeakyReLU extends TensorModule {
+  readonly negative_slope: number;
+  readonly inplace: boolean;
+  constructor(negative_slope = 0.01, inplace = false) {
+    super();
+    this.negative_slope = negative_slope;
+    this.inplace = inplace;
+  }
+  forward_lazy<S extends TensorOps<S>>(x: S): S {
+    return leaky_relu(x, this.negative_slope);
+  }
+  override extra_repr(): string {
+    return `negative_slope=${py_float(this.negative_slope)}${this.inplace ? ", inplace=True" : ""}`;
+  }
+}
+
+/**
+ * softmax along `dim` (torch.nn.Softmax); torch's implicit dim (deprecated there) is not offered.
+ * @throws LoomIndexError (when called) for a dim outside the input's range
+ */
+export class Softmax extends TensorModule {
+  constructor(readonly dim: number) {
+    super();
+  }
+  forward_lazy<S extends TensorOps<S>>(x: S): S {
+    return x.softmax(this.dim);
+  }
+  override extra_repr(): string {
+    return `dim=${this.dim}`;
+  }
+}
+
+/** log(softmax(x)) along `dim`, computed stably (torch.nn.LogSoftmax). */
+export class LogSoftmax extends TensorModule {
+  constructor(readonly dim: number) {
+    super();
+  }
+  forward_lazy<S extends TensorOps<S>>(x: S): S {
+    return x.log_softmax(this.dim);
+  }
+  override extra_repr(): string {
+    return `dim=${this.dim}`;
   }
 }
 
@@ -87,5 +134,42 @@ export class Dropout extends TensorModule {
   }
   override extra_repr(): string {
     return `p=${py_float(this.p)}, inplace=${py_bool(this.inplace)}`;
+  }
+}
+
+/**
+ * Flatten dims start_dim..end_dim into one (torch.nn.Flatten); the defaults keep the batch dim:
+ * [N, C, H, W] -> [N, C·H·W].
+ * @throws LoomIndexError (when called) for dims outside the input's range or start after end
+ */
+export class Flatten extends TensorModule {
+  constructor(readonly start_dim = 1, readonly end_dim = -1) {
+    super();
+  }
+  forward_lazy<S extends TensorOps<S>>(x: S): S {
+    return x.flatten(this.start_dim, this.end_dim);
+  }
+  override extra_repr(): string {
+    return `start_dim=${this.start_dim}, end_dim=${this.end_dim}`;
+  }
+}
+
+/**
+ * Split dim `dim` into `unflattened_size` (torch.nn.Unflatten); one size may be -1:
+ * Unflatten(1, [2, 3]) maps [N, 6] to [N, 2, 3].
+ * @throws LoomShapeError (when called) if the sizes do not multiply to the dim's size
+ */
+export class Unflatten extends TensorModule {
+  readonly unflattened_size: readonly number[];
+  constructor(readonly dim: number, unflattened_size: readonly number[]) {
+    super();
+    this.unflattened_size = [...unflattened_size];
+  }
+  forward_lazy<S extends TensorOps<S>>(x: S): S {
+    return x.unflatten(this.dim, this.unflattened_size);
+  }
+  override extra_repr(): string {
+    const s = this.unflattened_size;
+    return `dim=${this.dim}, unflattened_size=${s.length === 1 ? `(${s[0]},)` : `(${s.join(", ")})`}`;
   }
 }

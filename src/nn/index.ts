@@ -19,7 +19,15 @@ export {
 } from "./execution.ts";
 export { Linear, Embedding, type LinearOptions, type EmbeddingOptions } from "./linear.ts";
 export { Conv1D, type Conv1DOptions } from "./conv1d.ts";
-export { ReLU, GELU, SiLU, Tanh, Sigmoid, Identity, Dropout } from "./activation.ts";
+export {
+  ReLU, GELU, SiLU, Tanh, Sigmoid, LeakyReLU, Softmax, LogSoftmax, Identity, Dropout, Flatten, Unflatten,
+} from "./activation.ts";
+export {
+  _Loss, _WeightedLoss, BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
+  SmoothL1Loss, type BCELossOptions, type BCEWithLogitsLossOptions, type CrossEntropyLossOptions,
+  type HuberLossModuleOptions, type KLDivLossOptions, type LossModuleOptions, type NLLLossModuleOptions,
+  type SmoothL1LossModuleOptions,
+} from "./loss.ts";
 export { LayerNorm, RMSNorm, type LayerNormOptions, type RMSNormOptions } from "./normalization.ts";
 export { Sequential, ModuleList, ModuleDict } from "./container.ts";
 export { CausalSelfAttention, type CausalSelfAttentionOptions } from "./attention.ts";

@@ -107,7 +107,7 @@ export function pack(src: TensorData["data"], off: number, R: number, Cn: number
  * terms; `IndexAttrs.caller` selects the wording (the native kernels number them in this order,
  * from 1).
  */
-export const INDEX_CALLERS = ["embedding", "cross_entropy", "one_hot"] as const;
+export const INDEX_CALLERS = ["embedding", "cross_entropy", "one_hot", "nll_loss"] as const;
 export type IndexCaller = (typeof INDEX_CALLERS)[number];
 
 /** gather/scatter_add/index_select/index_add attributes: `dim` normalized; see INDEX_CALLERS. */
@@ -119,7 +119,7 @@ export interface IndexAttrs extends DimAttrs { readonly caller?: IndexCaller }
  * and embedding: "index out of range in self"), so they do not wrap.
  */
 export function indexError(op: string, v: number, size: number, dim: number, caller?: IndexCaller): Error {
-  if (caller === "cross_entropy") return new LoomIndexError(`[cross_entropy] Target ${v} is out of bounds.`);
+  if (caller === "cross_entropy" || caller === "nll_loss") return new LoomIndexError(`[${caller}] Target ${v} is out of bounds.`);
   if (caller === "one_hot") {
     return new LoomValueError(v < 0 ? "[one_hot] class values must be non-negative" : `[one_hot] class values must be smaller than num_classes (${size}), got ${v}`);
   }
