@@ -21,32 +21,45 @@ function copyValue(v: unknown): unknown {
   return v;
 }
 
-/** A scheduler's own fields except the optimizer and functions, deep-copied (torch: __dict__). */
-export function fields_state_dict(scheduler: object): SchedulerStateDict {
-  const out: SchedulerStateDict = {};
-  for (const [k, v] of Object.entries(scheduler)) {
-    if (k === "optimizer" || typeof v === "function") continue;
-    out[k] = copyValue(v);
+/**
+ * What every scheduler has (LRScheduler and ReduceLROnPlateau): the lrs of its last step, and a
+ * state dict of its own fields.
+ */
+export abstract class SchedulerBase {
+  abstract readonly optimizer: Optimizer<any>;
+  _last_lr: number[] = [];
+
+  /** The lrs set by the last step, one per group. */
+  get_last_lr(): number[] {
+    return [...this._last_lr];
   }
-  return out;
+
+  /** Every field except the optimizer and functions, deep-copied (torch: __dict__). */
+  state_dict(): SchedulerStateDict {
+    const out: SchedulerStateDict = {};
+    for (const [k, v] of Object.entries(this)) {
+      if (k === "optimizer" || typeof v === "function") continue;
+      out[k] = copyValue(v);
+    }
+    return out;
+  }
+
+  /** Restore fields saved by state_dict (torch: __dict__.update). */
+  load_state_dict(state_dict: SchedulerStateDict): void {
+    for (const [k, v] of Object.entries(state_dict)) {
+      if (k === "optimizer") continue;
+      (this as unknown as Record<string, unknown>)[k] = copyValue(v);
+    }
+  }
 }
 
-/** Set a scheduler's fields from a state dict, deep-copied (torch: __dict__.update). */
-export function load_fields(scheduler: object, state_dict: SchedulerStateDict): void {
-  for (const [k, v] of Object.entries(state_dict)) {
-    if (k === "optimizer") continue;
-    (scheduler as Record<string, unknown>)[k] = copyValue(v);
-  }
-}
-
-export abstract class LRScheduler {
+export abstract class LRScheduler extends SchedulerBase {
   readonly optimizer: Optimizer<any>;
   /** The groups' `initial_lr`s. */
   base_lrs: number[];
   /** Index of the last step taken (-1 before the first). */
   last_epoch: number;
   _step_count = 0;
-  _last_lr: number[] = [];
 
   /**
    * @param last_epoch - -1 to start fresh (records each group's lr as `initial_lr`); otherwise
@@ -54,6 +67,7 @@ export abstract class LRScheduler {
    * @throws LoomValueError when resuming without initial_lr
    */
   constructor(optimizer: Optimizer<any>, last_epoch = -1) {
+    super();
     this.optimizer = optimizer;
     const groups = optimizer.param_groups as ParamGroup[];
     if (last_epoch === -1) {
@@ -100,20 +114,6 @@ export abstract class LRScheduler {
     this._last_lr = this._groups.map((g) => g.lr);
   }
 
-  /** The lrs set by the last step, one per group. */
-  get_last_lr(): number[] {
-    return [...this._last_lr];
-  }
-
-  /** Every field except the optimizer and functions, deep-copied. */
-  state_dict(): SchedulerStateDict {
-    return fields_state_dict(this);
-  }
-
-  /** Restore fields saved by state_dict (torch: __dict__.update). */
-  load_state_dict(state_dict: SchedulerStateDict): void {
-    load_fields(this, state_dict);
-  }
 }
 
 /** lr = base_lr · lr_lambda(epoch), one function for all groups or one per group (torch LambdaLR). */

@@ -4,7 +4,7 @@
  * re-export them without an import cycle).
  */
 export {
-  LRScheduler, LambdaLR, StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR, SequentialLR,
+  SchedulerBase, LRScheduler, LambdaLR, StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR, SequentialLR,
   type SchedulerStateDict, get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup,
 } from "./lr_scheduler.ts";
 export { OneCycleLR, type OneCycleLROptions, type OneCyclePhase } from "./lr_scheduler_onecycle.ts";

@@ -2,11 +2,12 @@
  * ReduceLROnPlateau (torch.optim.lr_scheduler.ReduceLROnPlateau, PyTorch 1.13 semantics): cut the
  * lr by a factor when a metric (validation loss, accuracy) stops improving. Unlike the other
  * schedulers it is stepped with the metric, `scheduler.step(val_loss)`, and is not an LRScheduler
- * (as in torch 1.13): it has no base_lrs and never raises the lr.
+ * (as in torch 1.13): it has no base_lrs and never raises the lr. It shares get_last_lr and
+ * state_dict with the others (SchedulerBase).
  */
 import { LoomValueError } from "../tensor/errors.ts";
 import type { Optimizer, ParamGroup } from "./optimizer.ts";
-import { fields_state_dict, load_fields, type SchedulerStateDict } from "./lr_scheduler.ts";
+import { SchedulerBase, type SchedulerStateDict } from "./lr_scheduler.ts";
 
 export interface ReduceLROnPlateauOptions {
   /** "min": the metric should decrease (a loss, default); "max": increase (an accuracy). */
@@ -36,7 +37,7 @@ export interface ReduceLROnPlateauOptions {
  * @throws LoomValueError for factor >= 1, a min_lr list of the wrong length, an unknown mode or
  *   threshold_mode
  */
-export class ReduceLROnPlateau {
+export class ReduceLROnPlateau extends SchedulerBase {
   readonly optimizer: Optimizer<any>;
   factor: number;
   min_lrs: number[];
@@ -53,9 +54,9 @@ export class ReduceLROnPlateau {
   eps: number;
   /** Number of steps taken. */
   last_epoch = 0;
-  _last_lr: number[];
 
   constructor(optimizer: Optimizer<any>, opts: ReduceLROnPlateauOptions = {}) {
+    super();
     this.factor = opts.factor ?? 0.1;
     if (!(this.factor < 1)) throw new LoomValueError(`[ReduceLROnPlateau] Factor should be < 1.0, but got ${this.factor}`);
     this.optimizer = optimizer;
@@ -143,19 +144,9 @@ export class ReduceLROnPlateau {
     this.mode_worse = this.mode === "min" ? Infinity : -Infinity;
   }
 
-  /** The lrs after the last step (the groups' lrs at construction before any step), one per group. */
-  get_last_lr(): number[] {
-    return [...this._last_lr];
-  }
-
-  /** Every field except the optimizer, deep-copied (best may be ±Infinity). */
-  state_dict(): SchedulerStateDict {
-    return fields_state_dict(this);
-  }
-
-  /** Restore fields saved by state_dict; mode and threshold_mode are checked again. */
-  load_state_dict(state_dict: SchedulerStateDict): void {
-    load_fields(this, state_dict);
+  /** Restore fields saved by state_dict (best may be ±Infinity); mode and threshold_mode are checked again. */
+  override load_state_dict(state_dict: SchedulerStateDict): void {
+    super.load_state_dict(state_dict);
     this._init_is_better();
   }
 }

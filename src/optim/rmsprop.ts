@@ -68,14 +68,12 @@ export class RMSprop extends Optimizer<RMSpropHyperparams> {
       const g0 = this._grad(p);
       if (!g0) continue;
       const state = this._state(p);
-      if (state.step === undefined) {
-        state.step = 0;
-        state.square_avg = zeros_like(p);
-      }
-      // buffers for options switched on after the first step (torch would fail on a missing key)
-      if (momentum > 0 && !state.momentum_buffer) state.momentum_buffer = zeros_like(p);
-      if (centered && !state.grad_avg) state.grad_avg = zeros_like(p);
-      state.step = (state.step as number) + 1;
+      state.step = ((state.step as number | undefined) ?? 0) + 1;
+      state.square_avg ??= zeros_like(p);
+      // made when first needed, so options switched on after the first step work (torch would
+      // fail on a missing key)
+      if (momentum > 0) state.momentum_buffer ??= zeros_like(p);
+      if (centered) state.grad_avg ??= zeros_like(p);
       // Recorded on pending values in PyTorch's op order and written back (as Adam): one plan.
       const g = g0.deferred(true);
       const param = p.deferred(true);
