@@ -84,8 +84,9 @@ type CycleGroup = ParamGroup & Record<string, unknown> & { betas?: number[]; mom
  * Source: Smith & Topin 2018, "Super-Convergence"; torch.optim.lr_scheduler.OneCycleLR.
  * @throws LoomValueError for no total_steps nor epochs·steps_per_epoch, a non-positive or
  *   non-integer count, pct_start outside [0, 1], an unknown anneal_strategy, a per-group list of
- *   the wrong length, cycle_momentum with an optimizer that has neither momentum nor betas, or a
- *   step past total_steps
+ *   the wrong length, cycle_momentum with an optimizer that has neither momentum nor betas,
+ *   resuming (last_epoch ≥ 0) without the group keys a first OneCycleLR wrote, or a step past
+ *   total_steps
  */
 export class OneCycleLR extends LRScheduler {
   readonly total_steps: number;
@@ -134,6 +135,14 @@ export class OneCycleLR extends LRScheduler {
           g.base_momentum = base_m[i]!;
         });
       }
+    }
+    if (last_epoch !== -1) {
+      // resuming: the keys written by the first OneCycleLR must be there (torch: KeyError)
+      const need = cycle_momentum ? ["max_lr", "min_lr", "max_momentum", "base_momentum"] : ["max_lr", "min_lr"];
+      groups.forEach((g, i) => {
+        const missing = need.filter((k) => typeof g[k] !== "number");
+        if (missing.length) throw new LoomValueError(`[OneCycleLR] resuming (last_epoch ${last_epoch}) needs ${missing.join(", ")} in param_groups[${i}] (set by the OneCycleLR that started the cycle)`);
+      });
     }
     super(optimizer, last_epoch);
     this.total_steps = total;

@@ -163,6 +163,11 @@ describe("argument errors (torch's messages, naming the value)", () => {
     expect(() => new OneCycleLR(sgd(), 1, { total_steps: 10, base_momentum: [0.8] })).toThrow("[OneCycleLR] expected 2 values for base_momentum, got 1");
     const ada = makeOpt({ optimizer: "Adagrad", hyper: {}, base_lrs: [0.1] });
     expect(() => new OneCycleLR(ada, 1, { total_steps: 10 })).toThrow("[OneCycleLR] optimizer must support momentum with `cycle_momentum` option enabled (Adagrad has neither momentum nor betas)");
+    const fresh = sgd();
+    fresh.param_groups.forEach((g) => { g.initial_lr = g.lr; });
+    expect(() => new OneCycleLR(fresh, 1, { total_steps: 10, last_epoch: 3 })).toThrow(
+      "[OneCycleLR] resuming (last_epoch 3) needs max_lr, min_lr, max_momentum, base_momentum in param_groups[0] (set by the OneCycleLR that started the cycle)",
+    );
     const s = new OneCycleLR(sgd(), 1, { total_steps: 3 });
     for (let k = 0; k < 3; k++) s.step(); // last_epoch 3 = total_steps: still allowed, as torch
     expect(() => s.step()).toThrow("[OneCycleLR] Tried to step 5 times. The specified number of total steps is 3");
