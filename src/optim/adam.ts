@@ -4,7 +4,7 @@
  */
 import { zeros_like } from "../lazy/creation.ts";
 import type { Tensor } from "../lazy/tensor.ts";
-import { LoomValueError } from "../tensor/errors.ts";
+import { LoomDtypeError, LoomValueError } from "../tensor/errors.ts";
 import { Optimizer, type ParamGroup, type ParamsInput } from "./optimizer.ts";
 
 export interface AdamHyperparams {
@@ -20,6 +20,14 @@ export interface AdamHyperparams {
   amsgrad: boolean;
   /** Maximize the objective instead of minimizing it. */
   maximize: boolean;
+  /**
+   * torch's multi-tensor (`foreach`) and single-kernel (`fused`) implementations: accepted for
+   * porting and kept in the groups when given, with no effect on the result. Loom records every
+   * parameter's update into the step's one plan, where the compiler fuses it anyway. As torch,
+   * `fused: true` needs floating-point parameters (torch also wants CUDA; Loom runs it anywhere).
+   */
+  foreach?: boolean | null;
+  fused?: boolean | null;
 }
 
 function checkHyper(name: string, d: AdamHyperparams): void {
@@ -35,6 +43,7 @@ function withDefaults(opts: Partial<AdamHyperparams>, weight_decay: number): Ada
   return {
     lr: opts.lr ?? 1e-3, betas: [...(opts.betas ?? [0.9, 0.999])] as [number, number], eps: opts.eps ?? 1e-8,
     weight_decay: opts.weight_decay ?? weight_decay, amsgrad: opts.amsgrad ?? false, maximize: opts.maximize ?? false,
+    ...(opts.foreach !== undefined ? { foreach: opts.foreach } : {}), ...(opts.fused !== undefined ? { fused: opts.fused } : {}),
   };
 }
 
@@ -58,11 +67,17 @@ export class Adam extends Optimizer<AdamHyperparams> {
    * @param opts - hyperparameters (see AdamHyperparams)
    * @param default_weight_decay - used when opts.weight_decay is unset (AdamW passes 1e-2)
    * @throws LoomValueError for a negative lr, eps or weight_decay, or a beta outside [0, 1)
+   * @throws LoomDtypeError for `fused: true` with a parameter that is not floating point (torch)
    */
   constructor(params: ParamsInput<AdamHyperparams>, opts: Partial<AdamHyperparams> = {}, default_weight_decay = 0) {
     const d = withDefaults(opts, default_weight_decay);
     checkHyper(new.target.name, d);
     super(params, d);
+    this.param_groups.forEach((g, gi) => g.params.forEach((p, i) => {
+      if (g.fused && !p.is_floating_point()) {
+        throw new LoomDtypeError(`[${new.target.name}] \`fused=True\` requires all the params to be floating point Tensors, but param ${i} of group ${gi} is ${p.dtype}`);
+      }
+    }));
   }
 
   protected _update_group(group: ParamGroup<AdamHyperparams>): void {
@@ -125,7 +140,10 @@ export class Adam extends Optimizer<AdamHyperparams> {
 export class AdamW extends Adam {
   protected override readonly decoupled_weight_decay: boolean = true;
 
-  /** @throws LoomValueError for a negative lr, eps or weight_decay, or a beta outside [0, 1) */
+  /**
+   * @throws LoomValueError for a negative lr, eps or weight_decay, or a beta outside [0, 1)
+   * @throws LoomDtypeError for `fused: true` with a parameter that is not floating point
+   */
   constructor(params: ParamsInput<AdamHyperparams>, opts: Partial<AdamHyperparams> = {}) {
     super(params, opts, 1e-2);
   }

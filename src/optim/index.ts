@@ -1,5 +1,8 @@
 /**
  * loom.optim: optimizers and learning-rate schedulers (torch.optim).
+ * Optimizers: SGD, Adam, AdamW, RMSprop, Adagrad. Schedulers (also under `optim.lr_scheduler`):
+ * LambdaLR, StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR, SequentialLR,
+ * OneCycleLR, ReduceLROnPlateau, and Hugging Face's warmup helpers.
  *
  * ```ts
  * const opt = new optim.AdamW(model.parameters(), { lr: 3e-4, weight_decay: 0.1 });
@@ -13,8 +16,7 @@ export {
 } from "./optimizer.ts";
 export { SGD, type SGDHyperparams } from "./sgd.ts";
 export { Adam, AdamW, type AdamHyperparams } from "./adam.ts";
-export * as lr_scheduler from "./lr_scheduler.ts";
-export {
-  LRScheduler, LambdaLR, StepLR, CosineAnnealingLR, LinearLR, SequentialLR, type SchedulerStateDict,
-  get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup,
-} from "./lr_scheduler.ts";
+export { RMSprop, type RMSpropHyperparams } from "./rmsprop.ts";
+export { Adagrad, type AdagradHyperparams } from "./adagrad.ts";
+export * as lr_scheduler from "./lr_scheduler_all.ts";
+export * from "./lr_scheduler_all.ts";

@@ -21,14 +21,45 @@ function copyValue(v: unknown): unknown {
   return v;
 }
 
-export abstract class LRScheduler {
+/**
+ * What every scheduler has (LRScheduler and ReduceLROnPlateau): the lrs of its last step, and a
+ * state dict of its own fields.
+ */
+export abstract class SchedulerBase {
+  abstract readonly optimizer: Optimizer<any>;
+  _last_lr: number[] = [];
+
+  /** The lrs set by the last step, one per group. */
+  get_last_lr(): number[] {
+    return [...this._last_lr];
+  }
+
+  /** Every field except the optimizer and functions, deep-copied (torch: __dict__). */
+  state_dict(): SchedulerStateDict {
+    const out: SchedulerStateDict = {};
+    for (const [k, v] of Object.entries(this)) {
+      if (k === "optimizer" || typeof v === "function") continue;
+      out[k] = copyValue(v);
+    }
+    return out;
+  }
+
+  /** Restore fields saved by state_dict (torch: __dict__.update). */
+  load_state_dict(state_dict: SchedulerStateDict): void {
+    for (const [k, v] of Object.entries(state_dict)) {
+      if (k === "optimizer") continue;
+      (this as unknown as Record<string, unknown>)[k] = copyValue(v);
+    }
+  }
+}
+
+export abstract class LRScheduler extends SchedulerBase {
   readonly optimizer: Optimizer<any>;
   /** The groups' `initial_lr`s. */
   base_lrs: number[];
   /** Index of the last step taken (-1 before the first). */
   last_epoch: number;
   _step_count = 0;
-  _last_lr: number[] = [];
 
   /**
    * @param last_epoch - -1 to start fresh (records each group's lr as `initial_lr`); otherwise
@@ -36,6 +67,7 @@ export abstract class LRScheduler {
    * @throws LoomValueError when resuming without initial_lr
    */
   constructor(optimizer: Optimizer<any>, last_epoch = -1) {
+    super();
     this.optimizer = optimizer;
     const groups = optimizer.param_groups as ParamGroup[];
     if (last_epoch === -1) {
@@ -82,28 +114,6 @@ export abstract class LRScheduler {
     this._last_lr = this._groups.map((g) => g.lr);
   }
 
-  /** The lrs set by the last step, one per group. */
-  get_last_lr(): number[] {
-    return [...this._last_lr];
-  }
-
-  /** Every field except the optimizer and functions, deep-copied. */
-  state_dict(): SchedulerStateDict {
-    const out: SchedulerStateDict = {};
-    for (const [k, v] of Object.entries(this)) {
-      if (k === "optimizer" || typeof v === "function") continue;
-      out[k] = copyValue(v);
-    }
-    return out;
-  }
-
-  /** Restore fields saved by state_dict (torch: __dict__.update). */
-  load_state_dict(state_dict: SchedulerStateDict): void {
-    for (const [k, v] of Object.entries(state_dict)) {
-      if (k === "optimizer") continue;
-      (this as unknown as Record<string, unknown>)[k] = copyValue(v);
-    }
-  }
 }
 
 /** lr = base_lr · lr_lambda(epoch), one function for all groups or one per group (torch LambdaLR). */
@@ -151,6 +161,52 @@ export class StepLR extends LRScheduler {
   }
   override _get_closed_form_lr(): number[] {
     return this.base_lrs.map((b) => b * this.gamma ** Math.floor(this.last_epoch / this.step_size));
+  }
+}
+
+/**
+ * lr = base_lr · gamma^(number of milestones ≤ epoch): decay by gamma at each milestone epoch, a
+ * milestone given twice decays twice (torch MultiStepLR; torch keeps a Counter, Loom the sorted
+ * list with repeats).
+ * @throws LoomValueError when a milestone is not a non-negative integer (it would never be reached)
+ */
+export class MultiStepLR extends LRScheduler {
+  readonly milestones: number[];
+  readonly gamma: number;
+  constructor(optimizer: Optimizer<any>, milestones: Iterable<number>, gamma = 0.1, last_epoch = -1) {
+    super(optimizer, last_epoch);
+    this.milestones = [...milestones].sort((a, b) => a - b);
+    for (const m of this.milestones) {
+      if (!Number.isInteger(m) || m < 0) throw new LoomValueError(`[MultiStepLR] milestones must be non-negative integer epochs, but got ${m}`);
+    }
+    this.gamma = gamma;
+    this._initial_step();
+  }
+  get_lr(): number[] {
+    const hits = this.milestones.filter((m) => m === this.last_epoch).length;
+    if (hits === 0) return this._groups.map((g) => g.lr);
+    return this._groups.map((g) => g.lr * this.gamma ** hits);
+  }
+  override _get_closed_form_lr(): number[] {
+    const passed = this.milestones.filter((m) => m <= this.last_epoch).length; // bisect_right
+    return this.base_lrs.map((b) => b * this.gamma ** passed);
+  }
+}
+
+/** lr = base_lr · gamma^epoch, computed as lr ← lr · gamma each step (torch ExponentialLR). */
+export class ExponentialLR extends LRScheduler {
+  readonly gamma: number;
+  constructor(optimizer: Optimizer<any>, gamma: number, last_epoch = -1) {
+    super(optimizer, last_epoch);
+    this.gamma = gamma;
+    this._initial_step();
+  }
+  get_lr(): number[] {
+    if (this.last_epoch === 0) return this._groups.map((g) => g.lr);
+    return this._groups.map((g) => g.lr * this.gamma);
+  }
+  override _get_closed_form_lr(): number[] {
+    return this.base_lrs.map((b) => b * this.gamma ** this.last_epoch);
   }
 }
 

@@ -56,7 +56,7 @@ def run_opt(name, cls, groups_hyper, group_of_param=None):
     state = {}
     for i, p in enumerate(params):
         st = opt.state[p]
-        state[str(i)] = {k: (float(v.item()) if k == "step" else (None if v is None else arr(v))) for k, v in st.items()}
+        state[str(i)] = {k: (float(v) if k == "step" else (None if v is None else arr(v))) for k, v in st.items()}
     hyper = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in h.items()} for h in groups_hyper]
     return {"name": name, "optimizer": cls.__name__, "groups": hyper, "group_of_param": group_of_param,
             "init": [arr(p) for p in init], "steps": steps, "state": state}
@@ -116,8 +116,9 @@ schedulers = [
     run_sched("hf_cosine_warmup_cycles", lambda o: S.LambdaLR(o, hf_cosine(2, 8, 1.0)), 10),
 ]
 
-goldens = {"torch_version": torch.__version__, "optimizers": optimizers, "schedulers": schedulers}
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "optim_goldens.json")
-with open(out, "w") as f:
-    json.dump(goldens, f)
-print(f"wrote {out}: {len(optimizers)} optimizer cases, {len(schedulers)} scheduler cases")
+if __name__ == "__main__":  # gen_optim_goldens_2.py imports the helpers above
+    goldens = {"torch_version": torch.__version__, "optimizers": optimizers, "schedulers": schedulers}
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "optim_goldens.json")
+    with open(out, "w") as f:
+        json.dump(goldens, f)
+    print(f"wrote {out}: {len(optimizers)} optimizer cases, {len(schedulers)} scheduler cases")
