@@ -149,7 +149,11 @@ export class LambdaLR extends LRScheduler {
 export class StepLR extends LRScheduler {
   readonly step_size: number;
   readonly gamma: number;
+  /** @throws LoomValueError unless step_size is a positive integer and gamma a number */
   constructor(optimizer: Optimizer<any>, step_size: number, gamma = 0.1, last_epoch = -1) {
+    // an options object here would make every step a no-op (x % {} is NaN): refuse it
+    if (!Number.isInteger(step_size) || step_size <= 0) throw new LoomValueError(`[StepLR] step_size must be a positive integer, got ${typeof step_size === "number" ? step_size : typeof step_size}`);
+    if (typeof gamma !== "number") throw new LoomValueError(`[StepLR] gamma must be a number, got ${typeof gamma}`);
     super(optimizer, last_epoch);
     this.step_size = step_size;
     this.gamma = gamma;

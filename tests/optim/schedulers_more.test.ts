@@ -185,3 +185,12 @@ describe("argument errors (torch's messages, naming the value)", () => {
     expect(() => s.load_state_dict({ ...s.state_dict(), mode: "avg" })).toThrow("[ReduceLROnPlateau] mode avg is unknown!");
   });
 });
+
+describe("StepLR arguments", () => {
+  test("a step_size that is not a positive integer (an options object, 0, 1.5) raises instead of never stepping", () => {
+    const opt = new optim.SGD([loom.zeros([1]).requires_grad_()], { lr: 1 });
+    expect(() => new optim.lr_scheduler.StepLR(opt, { step_size: 2 } as unknown as number)).toThrow(/\[StepLR\] step_size must be a positive integer, got object/);
+    expect(() => new optim.lr_scheduler.StepLR(opt, 0)).toThrow(loom.LoomValueError);
+    expect(() => new optim.lr_scheduler.StepLR(opt, 1.5)).toThrow(loom.LoomValueError);
+  });
+});
