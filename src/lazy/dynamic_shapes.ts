@@ -11,20 +11,6 @@ import { Tensor } from "./tensor.ts";
 export { Dim };
 
 /**
- * Mark dimension `dim` of input `t` dynamic: a symbol with a range (`Dim`), or a range for an
- * anonymous symbol named `s<dim>` (inputs marked with the same name and range share plans).
- * Mark each new input (each batch), as with torch._dynamo.mark_dynamic.
- * @param t - an eager tensor, or a lazy tensor over an existing buffer (`x.lazy()`)
- * @param dim - the dimension (negative counts from the end)
- * @param range - `Dim`, or `{ min?, max, name? }` (min defaults to 2; memory is planned for max)
- * @returns `t`
- * @throws LoomValueError for a lazy tensor that is not an input (a computed value); LoomIndexError
- *   for a dim outside the rank; LoomConstraintViolationError when the size is outside the range
- * @example
- *   const seq = new Dim("seq", { max: 128 });
- *   mark_dynamic(input_ids, 1, seq); // [B, T]: every T in [2, 128] shares the step's plan
- */
-/**
  * The symbols marked on `t`'s dims (dim -> Dim; empty when none). For code that feeds a model new
  * tensors made from a marked one (generate's prefill from the prompt), with `carry_dynamic`.
  */
@@ -45,6 +31,20 @@ export function carry_dynamic(src: Tensor, dst: Tensor): Tensor {
   return dst;
 }
 
+/**
+ * Mark dimension `dim` of input `t` dynamic: a symbol with a range (`Dim`), or a range for an
+ * anonymous symbol named `s<dim>` (inputs marked with the same name and range share plans).
+ * Mark each new input (each batch), as with torch._dynamo.mark_dynamic.
+ * @param t - an eager tensor, or a lazy tensor over an existing buffer (`x.lazy()`)
+ * @param dim - the dimension (negative counts from the end)
+ * @param range - `Dim`, or `{ min?, max, name? }` (min defaults to 2; memory is planned for max)
+ * @returns `t`
+ * @throws LoomValueError for a lazy tensor that is not an input (a computed value); LoomIndexError
+ *   for a dim outside the rank; LoomConstraintViolationError when the size is outside the range
+ * @example
+ *   const seq = new Dim("seq", { max: 128 });
+ *   mark_dynamic(input_ids, 1, seq); // [B, T]: every T in [4, 128] shares the step's plan (2, 3: their own)
+ */
 export function mark_dynamic<T extends Tensor | LazyTensor>(t: T, dim: number, range: Dim | { min?: number; max: number; name?: string }): T {
   const sym = range instanceof Dim ? range : new Dim(range.name ?? `s${dim < 0 ? dim + t.shape.length : dim}`, range);
   let d;

@@ -146,10 +146,7 @@ export function compile(roots: readonly Node[], backend: Backend, device = "cpu"
       if (sym.compiled) planCacheStats.misses++;
       else planCacheStats.hits++;
       if (sym.compiled && explainEnabled()) console.error(sym.plan.explain());
-      if (w && recorder) {
-        const recipe = Recipe.make(w, sym.plan, graph, recorder);
-        if (recipe) addRecipe(w, recipe);
-      }
+      if (w && recorder) remember(w, recorder, sym.plan, graph);
       return { plan: sym.plan, binding: bindingOf(graph, sym.plan), hit: !sym.compiled };
     }
   } else symbolBinding(graph); // the range check alone
@@ -169,11 +166,14 @@ export function compile(roots: readonly Node[], backend: Backend, device = "cpu"
     }
     if (explainEnabled()) console.error(plan.explain());
   }
-  if (w && recorder) {
-    const recipe = Recipe.make(w, plan, graph, recorder);
-    if (recipe) addRecipe(w, recipe);
-  }
+  if (w && recorder) remember(w, recorder, plan, graph);
   return { plan, binding: bindingOf(graph, plan), hit };
+}
+
+/** A recipe for the walked graph's fingerprint, so the next graph like it skips the passes. */
+function remember(w: Walk, recorder: FoldRecorder, plan: CompiledPlan, graph: Graph): void {
+  const recipe = Recipe.make(w, plan, graph, recorder);
+  if (recipe) addRecipe(w, recipe);
 }
 
 /** Passes after the cache lookup: view legalization, patterns, fusion; then scheduling. */
