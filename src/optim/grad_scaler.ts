@@ -21,8 +21,8 @@
  * The inf/NaN check is one scalar per optimizer: each gradient's sum(g · 0) (0 when every element
  * is finite, NaN otherwise: 0·inf = NaN) added together, computed with the unscaling (fused into
  * the same plan in lazy execution) and read on the host once, in `step` (torch reads it there too,
- * `found_inf.item()`). That read realizes the forward and backward; the optimizer's update then
- * runs as a second plan. The scale itself is a host number (torch keeps a device tensor so that
+ * `found_inf.item()`). That read realizes the forward, the backward and the scaled loss; the
+ * optimizer's update then runs as a second plan (lazy execution: 2 plans per step, not 1). The scale itself is a host number (torch keeps a device tensor so that
  * `update` does not sync; here `step` has already synced).
  * Source: torch/cuda/amp/grad_scaler.py and aten/src/ATen/native/cuda/AmpKernels.cu (PyTorch 1.13);
  * Micikevicius et al. 2018, "Mixed Precision Training".
@@ -30,7 +30,8 @@
 import { no_grad } from "../autograd/grad_mode.ts";
 import type { LazyTensor } from "../lazy/lazy_tensor.ts";
 import { TensorOps } from "../lazy/surface.ts";
-import type { Tensor } from "../lazy/tensor.ts";
+import { retainValue } from "../lazy/deferred.ts";
+import { Tensor } from "../lazy/tensor.ts";
 import { LoomDtypeError, LoomValueError } from "../tensor/errors.ts";
 import type { Optimizer } from "./optimizer.ts";
 
@@ -120,6 +121,9 @@ export class GradScaler {
     if (!this._enabled) return outputs;
     const one = (t: T): T => {
       if (!(t instanceof TensorOps)) throw new LoomValueError(`[GradScaler.scale] outputs must be a Tensor or a list of Tensors, got ${typeof t}`);
+      // a pending loss (lazy execution) is computed by the plan that step()'s inf check runs, so
+      // reading it afterwards runs nothing more
+      if (t instanceof Tensor && t.is_pending) retainValue(t, true);
       const f = t.dtype === "float16" || t.dtype === "bfloat16" ? t.float() : t;
       return f.mul(this._scale);
     };
