@@ -44,8 +44,14 @@ export interface AutocastOptions {
   cache_enabled?: boolean;
 }
 
-/** Ops whose floating inputs are cast to the region's dtype. */
-export const LOWER_PRECISION_OPS: ReadonlySet<string> = new Set(["matmul", "lora_linear", "linear"]);
+/**
+ * Ops whose floating inputs are cast to the region's dtype: registry ops, and names that
+ * composites pass to `autocast_args` for their own operands (F.linear its bias; a convolution
+ * lowered to a GEMM should pass its input, weight and bias as "conv2d").
+ */
+export const LOWER_PRECISION_OPS: ReadonlySet<string> = new Set([
+  "matmul", "lora_linear", "linear", "conv1d", "conv2d", "conv3d", "bmm", "baddbmm", "addmm", "addbmm",
+]);
 /** Ops whose float16/bfloat16 inputs are cast to float32. */
 export const FP32_OPS: ReadonlySet<string> = new Set(["exp", "log", "log1p", "rsqrt", "reciprocal", "pow", "sum", "cumsum"]);
 

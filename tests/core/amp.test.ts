@@ -237,15 +237,17 @@ for (const backend of BACKENDS) {
      * scaler every gradient is exactly 0; scaled by 2^16 they are representable, and Adam's update
      * does not depend on the loss weight.
      */
-    function train(mode: nn.ExecutionMode, scaler: amp.GradScaler | null): { losses: number[]; gradZero: boolean } {
+    function train(mode: nn.ExecutionMode, scaler: amp.GradScaler | null): { losses: number[]; gradZero: boolean; plans: number[] } {
       loom.manual_seed(0);
       const model = new nn.Sequential(new nn.Linear(6, 12), new nn.ReLU(), new nn.Linear(12, 4));
       const opt = new optim.Adam(model.parameters(), { lr: 0.05 });
       const x = loom.randn([8, 6]), y = loom.randint(0, 4, [8]);
       const losses: number[] = [];
       let gradZero = true;
+      const plans: number[] = [];
       nn.with_execution_mode(mode, () => {
         for (let step = 0; step < 6; step++) {
+          const r0 = loom.realizeStats.realizes;
           opt.zero_grad();
           const loss = loom.autocast(FP16, () => F.cross_entropy(model.call(x), y).mul(2 ** -24));
           (scaler ? scaler.scale(loss) : loss).backward();
@@ -254,13 +256,14 @@ for (const backend of BACKENDS) {
             scaler.update();
           } else opt.step();
           losses.push(loss.item() * 2 ** 24);
+          plans.push(loom.realizeStats.realizes - r0);
           for (const p of model.parameters()) {
             expect(p.dtype).toBe("float32");
             if (p.grad!.dataSync().some((v) => v !== 0)) gradZero = false;
           }
         }
       });
-      return { losses, gradZero };
+      return { losses, gradZero, plans };
     }
 
     test("without GradScaler float16 gradients underflow to 0 and the loss never moves; with it the loss decreases, eager == lazy", () => {
@@ -273,6 +276,9 @@ for (const backend of BACKENDS) {
         expect(r.losses.every(Number.isFinite)).toBe(true);
         expect(r.losses[5]!).toBeLessThan(r.losses[0]! * 0.8);
       }
+      // lazy: the inf-check read in step() runs forward, backward and the loss as one plan, the
+      // update a second one (the skip decision is a host read, as torch's found_inf.item())
+      expect(runs[1]!.plans.slice(1)).toEqual([2, 2, 2, 2, 2]);
       if (backend === "js") expect(runs[1]!.losses).toEqual(runs[0]!.losses);
       else expectClose(runs[1]!.losses, runs[0]!.losses, { rtol: 1e-3, atol: 1e-4, what: "lazy vs eager losses" });
     });
