@@ -116,6 +116,23 @@ for (const backend of BACKENDS) {
       expect(loom.is_autocast_enabled()).toBe(false);
     });
 
+    test("gradient rules run without autocast: a float32 graph's backward inside a region stays float32", () => {
+      // (an autocast graph's backward is unaffected either way: the engine rounds each gradient to
+      // its input's dtype; a float32 graph's matmul gradients would run in bfloat16 without the rule)
+      const grads = (inside: boolean): Float64Array[] => {
+        const leaves = (["w1", "b1", "w2", "b2"] as const).map((k) => fromArr(golden[k]).requires_grad_());
+        const [w1, b1, w2, b2] = leaves as [loom.Tensor, loom.Tensor, loom.Tensor, loom.Tensor];
+        const loss = F.cross_entropy(mlp(fromArr(golden.x), w1, b1, w2, b2).logits, fromArr(golden.target));
+        if (inside) loom.autocast(BF16, () => loss.backward());
+        else loss.backward();
+        return leaves.map((l) => {
+          expect(l.grad!.dtype).toBe("float32");
+          return l.grad!.dataSync();
+        });
+      };
+      expect(grads(true)).toEqual(grads(false));
+    });
+
     for (const mode of MODES) {
       test(`MLP under bfloat16 autocast matches torch; float32 master weights get float32 gradients (${mode})`, () => {
         const leaves = (["w1", "b1", "w2", "b2"] as const).map((k) => fromArr(golden[k]).requires_grad_());
