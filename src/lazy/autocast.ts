@@ -18,7 +18,8 @@
  *   and return float32, where a half-precision composite would round after every primitive.
  *   torch 1.13's CPU autocast keeps softmax/log_softmax/layer_norm outputs in bfloat16 (computed
  *   in float32 inside one fused kernel) and returns float32 for cross_entropy and mse_loss; Loom
- *   returns float32 for all of them (torch's CUDA policy).
+ *   returns float32 for all of them (torch's CUDA policy). Reductions built on sum (mean, var,
+ *   std, norm, logsumexp) also return float32 for half inputs inside a region.
  * - everything else follows its inputs (mixed bfloat16 + float32 promotes to float32, as torch).
  * float64 and integer tensors are never cast (torch's `is_eligible`).
  *
