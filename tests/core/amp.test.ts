@@ -204,6 +204,22 @@ for (const backend of BACKENDS) {
       }
     });
 
+    test("each optimizer is skipped on its own inf; update backs off if any had one; unscale_ then clip_grad_norm_", () => {
+      const s = new amp.GradScaler({ init_scale: 4 });
+      const a = setup([[4, 8]]), b = setup([[NaN, 4]]);
+      s.unscale_(a.opt);
+      // torch's recipe: clip the unscaled gradients; [1, 2] has norm √5, clipped to norm 1
+      const total = nn.clip_grad_norm_(a.params, 1);
+      expect(total.item()).toBeCloseTo(Math.sqrt(5), 6);
+      expectClose(a.params[0]!.grad!, [1 / Math.sqrt(5), 2 / Math.sqrt(5)], { rtol: 1e-6, what: "clipped" });
+      s.step(a.opt);
+      s.step(b.opt);
+      expectClose(a.params[0]!, [0.9, 0.9], { rtol: 1e-6, what: "a stepped" });
+      expect(Array.from(b.params[0]!.dataSync())).toEqual([1, 1]);
+      s.update();
+      expect(s.get_scale()).toBe(2);
+    });
+
     test("unscale_ refuses float16 gradients; step refuses a closure; update needs a recorded check", () => {
       const s = new amp.GradScaler();
       const p = loom.ones([2], { dtype: "float16" }).requires_grad_();
