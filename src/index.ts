@@ -29,6 +29,8 @@ export { init_webgpu, webgpuStatus as webgpu_status } from "./backends/webgpu/in
 export * as io from "./io/index.ts";
 export * as nn from "./nn/index.ts";
 export * as optim from "./optim/index.ts";
+export * as amp from "./optim/amp.ts";
+export { autocast, is_autocast_enabled, get_autocast_dtype } from "./lazy/autocast.ts";
 export * as data from "./data/index.ts";
 export * as lora from "./lora/index.ts";
 export * as models from "./models/index.ts";

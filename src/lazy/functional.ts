@@ -9,6 +9,7 @@ import { normalizeDim, shapesEqual } from "../tensor/shape.ts";
 import { fromValues } from "../tensor/storage.ts";
 import { default_generator } from "../tensor/rng.ts";
 import type { Scalar, TensorOps } from "./surface.ts";
+import { autocast_args } from "./autocast.ts";
 
 // the losses live in their own file
 export {
@@ -64,6 +65,8 @@ export function triu<S extends TensorOps<S>>(x: S, diagonal = 0): S { return x.t
  * @returns [..., out]
  */
 export function linear<S extends TensorOps<S>>(x: S, weight: S, bias?: S | null): S {
+  const c = autocast_args("linear", [x, weight, bias]); // under autocast the bias is cast too (torch)
+  if (c) [x, weight, bias] = c as [S, S, S | null];
   const y = x.matmul(weight.t());
   return bias ? y.add(bias) : y;
 }

@@ -21,6 +21,7 @@ import {
 } from "../tensor/shape.ts";
 import { fromValues, scalarData, toFloat64, type TensorData } from "../tensor/storage.ts";
 import { backendFor, moveData } from "./device.ts";
+import { autocast_args, autocast_state } from "./autocast.ts";
 import { formatTensor } from "./format.ts";
 import { indexPut, indexPutItems, valueShape } from "./index_put.ts";
 import { applyIndex, planIndex, type IndexItem, type IndexList, type IndexTensor } from "./indexing.ts";
@@ -174,6 +175,10 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
         return lifted[0]!._apply(op, lifted.slice(1), attrs) as unknown as Self;
       }
       if (r._requires_grad) anyGrad = true;
+    }
+    if (autocast_state.active && running === null) { // autocast.ts: cast inputs per the region's policy
+      const c = autocast_args(op.name, [this as unknown as Self, ...rest]) as Self[] | null;
+      if (c !== null) return c[0]!._apply(op, c.slice(1), attrs);
     }
     const inputs = rest.length === 0 ? [this as unknown as Self] : rest.length === 1 ? [this as unknown as Self, rest[0]!] : [this as unknown as Self, ...rest];
     const shape = op.shape(inputs, attrs);
