@@ -12,6 +12,8 @@
  *    addresses with --corpus sotu), printing train and validation loss, with a progress bar.
  * 4. Print samples before and after, save the adapter in PEFT's format, reload it into a fresh
  *    base model, and check merged vs unmerged logits.
+ * 5. Draw the loss curves (train and validation) as SVG next to the adapter (and next to the
+ *    pretrained checkpoint when step 1 ran): `<out>/loss_curve.svg`.
  */
 import { Command } from "commander";
 import { existsSync } from "node:fs";
@@ -25,6 +27,7 @@ import { load_adapter, save_adapter } from "../src/lora/save_load.ts";
 import { CharTokenizer } from "../src/models/char_tokenizer.ts";
 import { GPT2LMHeadModel } from "../src/models/gpt2.ts";
 import { set_execution_mode } from "../src/nn/execution.ts";
+import { write_loss_curve } from "./plot.ts";
 import { Batcher, eval_batches, female_names_split, sotu_split, type TextSplit } from "./data.ts";
 import { PRETRAIN_DEFAULTS, pretrain } from "./pretrain_char_gpt.ts";
 import { evaluate, sample_text, train } from "./training.ts";
@@ -68,6 +71,8 @@ export interface FinetuneResult {
   merge_max_abs_diff: number;
   /** max |logits of the reloaded adapter - logits of the trained one|. */
   reload_max_abs_diff: number;
+  /** The pretraining run's losses, when step 1 pretrained the base model. */
+  pretrain?: { train_losses: number[]; val_history: [number, number][] };
   seconds: number;
 }
 
@@ -88,10 +93,12 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const o = { ...FINETUNE_DEFAULTS, ...opts };
   const log = (s: string) => o.verbose && console.log(s);
   const t0 = performance.now();
+  let pretrain_curve: FinetuneResult["pretrain"];
 
   if (!existsSync(join(o.checkpoint, "config.json"))) {
     log(`no checkpoint in ${o.checkpoint}: pretraining one first (${o.pretrain_steps} steps)`);
-    pretrain({ steps: o.pretrain_steps, out: o.checkpoint, device: o.device, verbose: o.verbose });
+    const p = pretrain({ steps: o.pretrain_steps, out: o.checkpoint, device: o.device, verbose: o.verbose });
+    pretrain_curve = { train_losses: p.train_losses, val_history: p.val_history };
   }
   const model = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
   const tok = CharTokenizer.from_pretrained(o.checkpoint);
@@ -145,8 +152,25 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   log(`\nvalidation loss on ${corpus.name}: ${val_before.toFixed(4)} (base) -> ${val_after.toFixed(4)} (LoRA, ${o.steps} steps, r=${o.rank})`);
   return {
     train_losses: r.train_losses, val_history: r.val_history, val_before, val_after, sample_before, sample_after,
-    merge_max_abs_diff, reload_max_abs_diff, seconds,
+    merge_max_abs_diff, reload_max_abs_diff, pretrain: pretrain_curve, seconds,
   };
+}
+
+/**
+ * Step 5: the loss curves as SVG, `<out>/loss_curve.svg` for the fine-tuning run and
+ * `<checkpoint>/loss_curve.svg` when this run pretrained the base model.
+ * @returns the paths written
+ */
+export async function write_plots(r: FinetuneResult, opts: Partial<FinetuneOptions> = {}): Promise<string[]> {
+  const o = { ...FINETUNE_DEFAULTS, ...opts };
+  const paths = [join(o.out, "loss_curve.svg")];
+  await write_loss_curve(paths[0]!, r.train_losses, r.val_history, { title: `LoRA fine-tuning (r=${o.rank}) on ${corpusOf(o.corpus).name}` });
+  if (r.pretrain) {
+    paths.push(join(o.checkpoint, "loss_curve.svg"));
+    await write_loss_curve(paths[1]!, r.pretrain.train_losses, r.pretrain.val_history, { title: "char GPT-2 pretraining on Moby-Dick" });
+  }
+  if (o.verbose) console.log(`loss curves: ${paths.join(", ")}`);
+  return paths;
 }
 
 if (import.meta.main) {
@@ -180,10 +204,12 @@ if (import.meta.main) {
     device = "webgpu";
   } else if (a.device !== "cpu") throw new Error(`--device ${a.device}: expected cpu, js, native or webgpu`);
   if (a.eager) set_execution_mode("eager");
-  const r = finetune({
+  const opts: Partial<FinetuneOptions> = {
     steps: +a.steps, rank: +a.rank, lora_alpha: +a.alpha, lora_dropout: +a.loraDropout, lr: +a.lr, batch_size: +a.batchSize,
     block_size: +a.blockSize, corpus: a.corpus, checkpoint: a.checkpoint, out: a.out, pretrain_steps: +a.pretrainSteps,
     eval_every: +a.evalEvery, seed: +a.seed, device,
-  });
+  };
+  const r = finetune(opts);
+  await write_plots(r, opts);
   console.log(`wall time ${r.seconds.toFixed(1)} s (${a.eager ? "eager" : "lazy"}, device ${a.device})`);
 }

@@ -6,6 +6,7 @@
  */
 import * as loom from "../src/index.ts";
 import type { Tensor } from "../src/index.ts";
+import { Progress } from "./progress.ts";
 
 type Params = Tensor[];
 
@@ -30,12 +31,14 @@ function forward<S extends loom.TensorOps<S>>(x: S, p: S[]): S {
 /**
  * Train for `steps` full-batch SGD steps (lr 0.1 per step) and return the loss after each step.
  * Lazy mode records forward and backward as graphs and realizes them once per step.
+ * `progress` (optional) gets a tick per step, counting the 64 samples of the batch.
  */
-export function train(mode: "eager" | "lazy", steps: number): number[] {
+export function train(mode: "eager" | "lazy", steps: number, progress?: Progress): number[] {
   const x = loom.linspace(-1, 1, 64).reshape(64, 1);
   const y = x.mul(3).sin().add(x.square().mul(0.3));
   const params = init(0);
   const losses: number[] = [];
+  progress?.start(steps);
   for (let s = 0; s < steps; s++) {
     const args = mode === "lazy" ? params.map((p) => p.lazy()) : params;
     const xin = mode === "lazy" ? x.lazy() : x;
@@ -48,7 +51,9 @@ export function train(mode: "eager" | "lazy", steps: number): number[] {
       }
     });
     losses.push(loss.item());
+    progress?.tick(s + 1, losses[s]!, x.shape[0]!);
   }
+  progress?.stop();
   return losses;
 }
 
@@ -56,9 +61,9 @@ if (import.meta.main) {
   const i = process.argv.indexOf("--steps");
   const steps = i > 0 ? Number(process.argv[i + 1]) : 200;
   const t0 = performance.now();
-  const eager = train("eager", steps);
+  const eager = train("eager", steps, new Progress("eager", { unit: "samples" }));
   const t1 = performance.now();
-  const lazy = train("lazy", steps);
+  const lazy = train("lazy", steps, new Progress("lazy ", { unit: "samples" }));
   const t2 = performance.now();
   for (let s = 0; s < steps; s += Math.max(1, Math.floor(steps / 10))) {
     console.log(`step ${String(s).padStart(4)}  eager loss ${eager[s]!.toFixed(6)}  lazy loss ${lazy[s]!.toFixed(6)}`);

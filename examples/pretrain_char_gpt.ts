@@ -1,6 +1,7 @@
 /**
  * Pretrain a small character-level GPT-2 on Moby-Dick and save it in the Hugging Face GPT-2
- * layout (config.json + model.safetensors) with its character vocabulary (vocab.json).
+ * layout (config.json + model.safetensors) with its character vocabulary (vocab.json), and its
+ * loss curves as loss_curve.svg beside them.
  *
  *   bun examples/pretrain_char_gpt.ts [--steps 300] [--out checkpoints/char-gpt] [--eager]
  *
@@ -14,6 +15,7 @@ import { CharTokenizer } from "../src/models/char_tokenizer.ts";
 import { set_execution_mode } from "../src/nn/execution.ts";
 import { Generator } from "../src/tensor/rng.ts";
 import { Batcher, eval_batches, moby_dick_text, tail_split } from "./data.ts";
+import { write_loss_curve } from "./plot.ts";
 import { sample_text, train, type TrainResult } from "./training.ts";
 
 export interface PretrainOptions {
@@ -97,6 +99,7 @@ if (import.meta.main) {
     steps: +a.steps, batch_size: +a.batchSize, block_size: +a.blockSize, lr: +a.lr, n_embd: +a.nEmbd, n_layer: +a.nLayer,
     n_head: +a.nHead, eval_every: +a.evalEvery, seed: +a.seed, out: a.out,
   });
+  if (a.out) await write_loss_curve(`${a.out}/loss_curve.svg`, r.train_losses, r.val_history, { title: "char GPT-2 pretraining on Moby-Dick" });
   console.log(`sample: ${JSON.stringify(sample_text(r.model, r.tokenizer, "The whale", 120))}`);
   console.log(`val loss ${r.val_history[0]![1].toFixed(4)} -> ${r.val_history.at(-1)![1].toFixed(4)}; wall time ${((performance.now() - t0) / 1000).toFixed(1)} s (${a.eager ? "eager" : "lazy"})`);
 }

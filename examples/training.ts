@@ -1,9 +1,8 @@
 /**
  * The training loop shared by the examples: AdamW with linear warmup + cosine decay, periodic
- * validation on fixed batches, and a cli-progress bar (drawn only on a terminal; logs still go
- * to stdout when piped).
+ * validation on fixed batches, and a progress bar (examples/progress.ts: a cli-progress bar on a
+ * terminal, throttled plain lines when piped).
  */
-import cliProgress from "cli-progress";
 import { no_grad } from "../src/autograd/grad_mode.ts";
 import { tensor } from "../src/lazy/creation.ts";
 import type { Tensor } from "../src/lazy/tensor.ts";
@@ -14,6 +13,7 @@ import { AdamW } from "../src/optim/adam.ts";
 import { get_cosine_schedule_with_warmup } from "../src/optim/lr_scheduler.ts";
 import { Generator } from "../src/tensor/rng.ts";
 import type { Batch, Batcher } from "./data.ts";
+import { Progress } from "./progress.ts";
 
 /** Mean loss over fixed batches, in eval mode (no dropout) and without gradients. */
 export function evaluate(model: GPT2LMHeadModel, batches: readonly Batch[]): number {
@@ -31,40 +31,6 @@ export function sample_text(model: GPT2LMHeadModel, tok: CharTokenizer, prompt: 
   const idx = tensor([tok.encode(prompt, { unknown: "skip" })], { dtype: "int64" });
   const out = model.generate(idx, n, { temperature: opts.temperature ?? 0.8, top_k: opts.top_k ?? 10, generator: new Generator(opts.seed ?? 42) });
   return tok.decode((out.tolist() as number[][])[0]!.slice(idx.shape[1]!));
-}
-
-/** A progress bar on a terminal, plain log lines otherwise. */
-export class Progress {
-  private bar: cliProgress.SingleBar | null = null;
-  private readonly tty = Boolean(process.stdout.isTTY);
-
-  constructor(private readonly label: string, private readonly enabled = true) {}
-
-  start(total: number): void {
-    if (!this.enabled || !this.tty) return;
-    this.bar = new cliProgress.SingleBar({
-      format: `${this.label} |{bar}| {value}/{total} steps | loss {loss} | {tps} tok/s | ETA {eta_formatted}`,
-      barsize: 24, hideCursor: true, synchronousUpdate: true, etaBuffer: 20,
-    }, cliProgress.Presets.shades_classic);
-    this.bar.start(total, 0, { loss: "-", tps: "-" });
-  }
-  tick(step: number, loss: number, tokens_per_s: number): void {
-    this.bar?.update(step, { loss: loss.toFixed(4), tps: Math.round(tokens_per_s) });
-  }
-  /** A line above the bar (or a plain line when there is no bar). */
-  log(line: string): void {
-    if (!this.enabled) return;
-    if (this.bar) {
-      process.stdout.write(`\r\x1b[2K${line}\n`);
-      this.bar.render();
-    } else {
-      console.log(line);
-    }
-  }
-  stop(): void {
-    this.bar?.stop();
-    this.bar = null;
-  }
 }
 
 export interface TrainOptions {
@@ -97,7 +63,7 @@ export interface TrainResult {
 export function train(model: GPT2LMHeadModel, params: Tensor[], batcher: Batcher, val: readonly Batch[], o: TrainOptions): TrainResult {
   const opt = new AdamW(params, { lr: o.lr, weight_decay: o.weight_decay, betas: [0.9, 0.99] });
   const sched = get_cosine_schedule_with_warmup(opt, o.warmup, o.steps);
-  const progress = new Progress(o.label, o.verbose ?? true);
+  const progress = new Progress(o.label, { enabled: o.verbose ?? true, unit: "tok" });
   const train_losses: number[] = [];
   const val_history: [number, number][] = [[0, evaluate(model, val)]];
   progress.log(`${o.label}: step 0/${o.steps}  val loss ${val_history[0]![1].toFixed(4)}`);
@@ -117,7 +83,7 @@ export function train(model: GPT2LMHeadModel, params: Tensor[], batcher: Batcher
     train_losses.push(l);
     recent = step === 1 ? l : 0.9 * recent + 0.1 * l;
     const secs = (performance.now() - t0) / 1000;
-    progress.tick(step, recent, (step * x.numel()) / secs);
+    progress.tick(step, recent, x.numel());
     if (step % o.eval_every === 0 || step === o.steps) {
       const v = evaluate(model, val);
       val_history.push([step, v]);

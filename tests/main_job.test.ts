@@ -7,12 +7,13 @@
 import { expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { finetune } from "../examples/lora_finetune.ts";
+import { finetune, write_plots } from "../examples/lora_finetune.ts";
+import { check_loss_svg } from "./svg_check.ts";
 import { pretrain } from "../examples/pretrain_char_gpt.ts";
 import { read_header_file } from "../src/io/index.ts";
 import { tmp } from "./models/helpers.ts";
 
-test("pretrain + LoRA fine-tune: losses fall, PEFT adapter saved and reloaded, merged == unmerged", () => {
+test("pretrain + LoRA fine-tune: losses fall, PEFT adapter saved and reloaded, merged == unmerged, loss curve drawn", async () => {
   const dir = tmp("main-job");
   const ckpt = join(dir, "char-gpt"), out = join(dir, "adapter");
   const pre = pretrain({ steps: 40, batch_size: 8, block_size: 16, n_embd: 32, n_layer: 1, n_head: 2, lr: 1e-2, eval_every: 40, eval_batches: 2, out: ckpt, verbose: false });
@@ -30,5 +31,9 @@ test("pretrain + LoRA fine-tune: losses fall, PEFT adapter saved and reloaded, m
   expect([...header.tensors.keys()]).toContain("base_model.model.transformer.h.0.attn.c_proj.lora_B.weight");
   const config = JSON.parse(readFileSync(join(out, "adapter_config.json"), "utf8"));
   expect(config).toMatchObject({ peft_type: "LORA", r: 4, lora_alpha: 8, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true, task_type: "CAUSAL_LM" });
+  // step 5: the loss-curve SVG next to the adapter (the checkpoint existed: no pretraining curve)
+  const paths = await write_plots(r, { out, checkpoint: ckpt, rank: 4, verbose: false });
+  expect(paths).toEqual([join(out, "loss_curve.svg")]);
+  check_loss_svg(readFileSync(paths[0]!, "utf8"), ["train (smoothed)", "validation"], [40, 2]);
   rmSync(dir, { recursive: true });
 }, 60_000);

@@ -247,7 +247,8 @@ export function delete_adapter(model: Module, adapter_name: string): void {
 
 /**
  * Merge the active adapters into the base weights (PEFT merge_adapter); forward then costs the
- * base model's. @param adapter_names - merge these instead
+ * base model's.
+ * @param opts.adapter_names - merge these instead
  */
 export function merge_adapter(model: Module, opts: { safe_merge?: boolean; adapter_names?: string[] } = {}): void {
   stateOf("merge_adapter", model);

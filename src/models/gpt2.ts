@@ -67,7 +67,7 @@ export interface LayerCacheInputs<S> {
   layer_idx: number;
   /** int64 [T]: cache slot of each new position. */
   cache_position: S;
-  /** [1, 1, T, T_max]: 0 where attended, dtype min elsewhere. */
+  /** Additive mask [1, 1, T, T_max]: 0 where attended, dtype min elsewhere. */
   attention_mask: S;
 }
 

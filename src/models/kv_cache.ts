@@ -159,7 +159,7 @@ export class StaticCache {
    * gradients flow through the returned tensors within one call, not across calls.
    * @param key_states - [B, n_head, T, head_dim], the cache's dtype
    * @param value_states - same shape as key_states
-   * @param cache_position - int64 [T]: the slot of each of the T new positions, distinct; an eager
+   * @param cache_kwargs.cache_position - int64 [T]: the slot of each of the T new positions, distinct; an eager
    *   one is bounds-checked here, a lazy one must be checked by the caller (check_positions), as
    *   GPT2Model does
    * @returns [keys, values], each [B, n_head, T_max, head_dim]; the same kind (eager or lazy) as key_states

@@ -61,7 +61,7 @@ export class Conv1D extends TensorModule {
 
   /**
    * @param x - [*, nx] float
-   * @returns [*, nf]: x W + b
+   * @returns x W + b, [*, nf]
    * @throws LoomShapeError if the last dim of x is not nx
    */
   forward_lazy<S extends TensorOps<S>>(x: S): S {

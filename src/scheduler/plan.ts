@@ -19,6 +19,7 @@ import { allocArray, itemsize, type DType } from "../tensor/dtype.ts";
 import { fmtShape } from "../tensor/errors.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { allocData, toContiguous, type TensorData } from "../tensor/storage.ts";
+import { explain_html } from "./explain_html.ts";
 import type { MemoryPlan, TransientBuffer } from "./memory.ts";
 import { get_memory_limit, LoomOutOfMemoryError } from "./options.ts";
 
@@ -301,6 +302,9 @@ export class CompiledPlan {
     for (let s = 0; s < B.length; s++) if (!planned || this.slots[s]!.kind !== "ws") B[s] = null;
     return { outputs, kept };
   }
+
+  /** explain() as a self-contained HTML page with a memory timeline (src/scheduler/explain_html.ts). */
+  explain_html(title?: string): string { return explain_html(this, title); }
 
   /** A readable listing: kernels, fused groups, buffer sizes and the workspace. */
   explain(): string {
