@@ -1,9 +1,9 @@
 /**
  * Top-level functions with PyTorch's signatures for the shape, indexing and matrix methods
  * (`loom.split(x, 2, 1)`, `loom.transpose(x, 0, 1)`, `loom.gather(x, 1, idx)`), generic over
- * Tensor and LazyTensor; each calls the method. Options objects bind as in free_functions.ts.
+ * Tensor and LazyTensor; each calls the method. Options objects bind as in py_args.ts.
  */
-import { bindArgs, type PyArgs } from "./free_functions.ts";
+import { bindArgs, type PyArgs } from "./py_args.ts";
 import type { IndexList, IndexTensor } from "./indexing.ts";
 import type { DimArg, Scalar, TensorOps } from "./surface.ts";
 
