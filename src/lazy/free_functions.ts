@@ -10,7 +10,9 @@
  * one) is wrapped as torch wraps a Python scalar: a 0-d tensor of the other operand's kind whose
  * dtype is the promoted one, so `loom.add(2.5, intTensor)` is float32 and `loom.add(2, intTensor)`
  * int64. A JavaScript number is an integer scalar when `Number.isInteger` (2.0 is 2, see tensor()).
- * Shape ops (split, chunk, reshape, gather...) live in free_functions_shape.ts.
+ * Shape ops (split, chunk, reshape, gather...) live in free_functions_shape.ts; matmul, relu,
+ * sigmoid, tanh, softmax, log_softmax, tril, triu, where, cat and stack in functional.ts.
+ * Errors are the method's (typed, naming the op); the binding adds LoomValueError for a bad call.
  */
 import type { DType } from "../tensor/dtype.ts";
 import { isFloating, promoteWithScalar } from "../tensor/dtype.ts";
@@ -19,7 +21,7 @@ import { scalarData } from "../tensor/storage.ts";
 import { bindArgs, type PyArgs } from "./py_args.ts";
 import { TensorOps, type DimArg, type Scalar } from "./surface.ts";
 
-/** The tensor operand of a binary op whose first operand may be a scalar, and the first operand as a tensor. */
+/** The first operand of a binary op as a tensor: input itself, or a scalar input wrapped as torch wraps a Python scalar. */
 function wrapFirst<S extends TensorOps<S>>(op: string, input: S | Scalar, other: S | Scalar): S {
   if (typeof input === "object") return input;
   if (typeof other !== "object") {
@@ -70,9 +72,11 @@ export function remainder<S extends TensorOps<S>>(input: S | Scalar, exponent: S
 export function pow<S extends TensorOps<S>>(input: S | Scalar, exponent: S | Scalar): S {
   return wrapFirst("pow", input, exponent).pow(exponent);
 }
-/** Elementwise maximum of two tensors (torch.maximum; NaN propagates). */
+/** Elementwise maximum of two tensors, broadcasting (torch.maximum; NaN propagates). */
 export function maximum<S extends TensorOps<S>>(input: S, other: S): S { return input.maximum(other); }
 export function minimum<S extends TensorOps<S>>(input: S, other: S): S { return input.minimum(other); }
+// Elementwise, input's shape; dtype as the method: float ops (exp, log, sqrt, sin, erf...) promote
+// integers to float32, the others keep the dtype (isnan, logical_not: bool) (torch.<name>).
 export function square<S extends TensorOps<S>>(input: S): S { return input.square(); }
 export function neg<S extends TensorOps<S>>(input: S): S { return input.neg(); }
 export function abs<S extends TensorOps<S>>(input: S): S { return input.abs(); }
@@ -127,6 +131,7 @@ export function zero_<S extends TensorOps<S>>(input: S): S { return input.zero_(
 
 // ---- comparison and selection -----------------------------------------------------------------
 
+// Comparisons and logical ops: broadcast, bool result; other may be a scalar (torch.<name>).
 export function eq<S extends TensorOps<S>>(input: S, other: S | Scalar): S { return input.eq(other); }
 export function ne<S extends TensorOps<S>>(input: S, other: S | Scalar): S { return input.ne(other); }
 export function lt<S extends TensorOps<S>>(input: S, other: S | Scalar): S { return input.lt(other); }
