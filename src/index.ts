@@ -6,6 +6,8 @@ export { LazyTensor, realizeAll, compile_plan, explain } from "./lazy/lazy_tenso
 export { TensorOps, type Scalar, type NestedList } from "./lazy/surface.ts";
 export * from "./lazy/creation.ts";
 export * from "./lazy/functional.ts";
+export * from "./lazy/free_functions.ts";
+export * from "./lazy/free_functions_shape.ts";
 export { slice, type IndexItem, type IndexList, type IndexTensor, type Slice } from "./lazy/indexing.ts";
 export { gradcheck, type GradcheckOptions, type GradcheckFailure } from "./lazy/gradcheck.ts";
 export * as autograd from "./lazy/autograd_api.ts";

@@ -38,9 +38,22 @@ export const sameDtype = (inputs: readonly Meta[]): DType => inputs[0]!.dtype;
 export const floatDtype = (inputs: readonly Meta[]): DType => promoteFloat(inputs[0]!.dtype);
 export const boolDtype = (): DType => "bool";
 
-/** Throws `[op] expected a floating point tensor, got int64` unless the dtype is floating. */
+/**
+ * What to do about a non-floating tensor where an op needs a float. An integer one is usually
+ * `tensor([1.0, 2.0])`: JavaScript numbers do not tell 1.0 from 1, so the array is all integers
+ * and the tensor int64 (as torch.tensor([1, 2])).
+ */
+export function floatHint(d: DType): string {
+  if (d === "bool") return "call .float() first";
+  return 'pass { dtype: "float32" } to tensor() (or full, arange) or call .float() first (JavaScript numbers do not tell 1.0 from 1, so tensor([1.0, 2.0]) is int64)';
+}
+
+/**
+ * Throws `[op] expected a floating point tensor, got int64: pass { dtype: "float32" } to tensor()
+ * or call .float() first (...)` unless the dtype is floating (mean, var, std, softmax...).
+ */
 export function requireFloat(op: string, d: DType): DType {
-  if (!isFloating(d)) throw new LoomDtypeError(`[${op}] expected a floating point tensor, got ${d}`);
+  if (!isFloating(d)) throw new LoomDtypeError(`[${op}] expected a floating point tensor, got ${d}: ${floatHint(d)}`);
   return d;
 }
 

@@ -45,7 +45,22 @@ const TYPED_DTYPE: [new (...a: any[]) => TypedArray, DType][] = [
 
 /**
  * torch.tensor: a new tensor from nested arrays, a number, a boolean or a typed array (1-D).
- * dtype is inferred as torch does: bools -> bool, all integers -> int64, else float32.
+ *
+ * dtype, unless `opts.dtype` is given: bools -> bool; numbers that are all integers -> int64;
+ * any non-integer number -> float32; a typed array -> its element type (Float32Array ->
+ * float32, Int32Array -> int32...; others float32).
+ *
+ * The one difference from PyTorch: JavaScript numbers do not tell `1.0` from `1`, so
+ * `tensor([1.0, 2.0])` is int64 here (float32 in torch), and a following `.mean()`, `.softmax()`
+ * or `.var()` throws a LoomDtypeError that says what to do. Write the dtype when the values are
+ * integral floats: `tensor([1.0, 2.0], { dtype: "float32" })`, `tensor(new Float32Array([1, 2]))`
+ * or `tensor([1, 2]).float()`. All-integer arrays stay int64 because that is torch's rule for
+ * `torch.tensor([1, 2])` and what token ids and indices need. One exception serves the common
+ * `torch.tensor([1.0, 2.0], requires_grad=True)`: with `requires_grad: true` and no dtype, an
+ * all-integer array is float32 (only floats can require gradients; torch would raise there).
+ * full() and arange() follow the same rules (`full([2], 1.0)` and `arange(0, 3)` are int64, float32
+ * with `requires_grad: true`), and so do scalars: `where(c, 1.0, 0.0)` and `add(2.0, intTensor)`
+ * are int64.
  * @throws LoomValueError on ragged nested arrays
  */
 export function tensor(data: NestedList | TypedArray | readonly NestedList[], opts: TensorOptions = {}): Tensor {
@@ -80,14 +95,18 @@ export function tensor(data: NestedList | TypedArray | readonly NestedList[], op
     for (const e of v) walk(e, d + 1);
   };
   walk(data, 0);
-  const inferred: DType = sawFloat ? DEFAULT_FLOAT : sawNumber ? "int64" : sawBool ? "bool" : DEFAULT_FLOAT;
+  // integral numbers are int64, but a tensor that will require grad must be floating (see above)
+  const inferred: DType = sawFloat || (sawNumber && opts.requires_grad) ? DEFAULT_FLOAT : sawNumber ? "int64" : sawBool ? "bool" : DEFAULT_FLOAT;
   return finish(new Tensor(fromValues(opts.dtype ?? inferred, shape, flat)), opts);
 }
 
-/** torch.full(size, fill_value): dtype from the value (bool, int64 or float32) unless given. */
+/**
+ * torch.full(size, fill_value): dtype from the value (bool, int64 or float32) unless given; an
+ * integral value with `requires_grad: true` is float32 (the rule of tensor()).
+ */
 export function full(size: readonly number[], fill_value: number | boolean, opts: TensorOptions = {}): Tensor {
   const shape = checkShape("full", size);
-  const dtype = opts.dtype ?? (typeof fill_value === "boolean" ? "bool" : Number.isInteger(fill_value) ? "int64" : DEFAULT_FLOAT);
+  const dtype = opts.dtype ?? (typeof fill_value === "boolean" ? "bool" : Number.isInteger(fill_value) && !opts.requires_grad ? "int64" : DEFAULT_FLOAT);
   const d = allocData(dtype, shape);
   const v = fromValues(dtype, [], [Number(fill_value)]).data[0]!;
   if (v !== 0) d.data.fill(v);
@@ -122,7 +141,7 @@ export function empty_like(t: { shape: readonly number[]; dtype: DType }, opts: 
 
 /**
  * torch.arange(end) / arange(start, end, step=1): values start + i·step for i < ceil((end-start)/step).
- * int64 when all arguments are integers, else float32. For an integer dtype, start, end and step
+ * int64 when all arguments are integers (and `requires_grad` is not set: see tensor()), else float32. For an integer dtype, start, end and step
  * are truncated to integers first, as torch does (arange(0, 3.1, {dtype: "int64"}) is [0, 1, 2]);
  * torch computes the length from the truncated values for int64 and from the given ones for the
  * other integer dtypes (int32: [0, 1, 2, 3]), and so does Loom.
@@ -130,7 +149,7 @@ export function empty_like(t: { shape: readonly number[]; dtype: DType }, opts: 
  */
 export function arange(start: number, end?: number, step = 1, opts: TensorOptions = {}): Tensor {
   if (end === undefined) { end = start; start = 0; }
-  const dtype = opts.dtype ?? ([start, end, step].every(Number.isInteger) ? "int64" : DEFAULT_FLOAT);
+  const dtype = opts.dtype ?? ([start, end, step].every(Number.isInteger) && !opts.requires_grad ? "int64" : DEFAULT_FLOAT);
   const int = isIntegral(dtype);
   const [xs, xe, xst] = int ? [Math.trunc(start), Math.trunc(end), Math.trunc(step)] : [start, end, step];
   if (xst === 0) throw new LoomValueError(`[arange] step must be nonzero (step ${step}${int ? ` is ${xst} as ${dtype}` : ""})`);

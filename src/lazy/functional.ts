@@ -20,10 +20,17 @@ export {
 } from "./losses.ts";
 
 
-/** torch.where(condition, input, other); input/other may be scalars (not both). */
+/**
+ * torch.where(condition, input, other); input and other may be scalars. Two scalars give
+ * condition's shape and their result type: bool, int64 when both are integers (a JS 1.0 is the
+ * integer 1, so `where(c, 1.0, 0.0)` is int64: write `where(c, 1.0, 0.0).float()`), else float32.
+ */
 export function where<S extends TensorOps<S>>(condition: S, input: S | Scalar, other: S | Scalar): S {
   if (typeof input === "object") return input.where(condition, other);
-  if (typeof other !== "object") throw new LoomValueError("[where] at least one of input/other must be a tensor");
+  if (typeof other !== "object") {
+    const d = promoteWithScalar(promoteWithScalar("bool", input), other);
+    return condition._constant(fromValues(d, [], [Number(input)])).where(condition, other);
+  }
   const x = other._constant(fromValues(promoteWithScalar(other.dtype, input), [], [Number(input)]));
   return x.where(condition, other);
 }

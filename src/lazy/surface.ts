@@ -8,6 +8,7 @@ import {
   backward_state, check_saved, runBackward, saved_versions, type AutogradTensor, type BackwardOptions, type GradFnNode, type RemovableHandle,
 } from "../autograd/engine.ts";
 import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
+import { floatHint, requireFloat } from "../graph/infer.ts";
 import type { Diff, OpDef } from "../graph/op.ts";
 import { OPS } from "../graph/registry.ts";
 import {
@@ -84,7 +85,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
       throw new LoomAutogradError("you can only change requires_grad flags of leaf variables; use detach() to get a tensor that does not require grad");
     }
     if (v && !isFloating(this.dtype)) {
-      throw new LoomAutogradError(`only Tensors of floating point dtype can require gradients, got ${this.dtype}`);
+      throw new LoomAutogradError(`only Tensors of floating point dtype can require gradients, got ${this.dtype}: ${floatHint(this.dtype)}`);
     }
     this._requires_grad = v;
   }
@@ -401,9 +402,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    */
   mean(dim?: DimArg, keepdim = false, opts?: { dtype?: DType }): Self {
     if (opts?.dtype) return this.to(opts.dtype).mean(dim, keepdim);
-    if (!isFloating(this.dtype)) {
-      throw new LoomDtypeError(`[mean] could not infer output dtype. Input dtype must be a floating point dtype, got ${this.dtype}`);
-    }
+    requireFloat("mean", this.dtype);
     const dims = normalizeDims("mean", dim, this.ndim);
     const n = dims.reduce((p, d) => p * this.shape[d]!, 1);
     return this.sum(dims, keepdim).div(n);
@@ -471,7 +470,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    * `unbiased: false` means correction 0 (torch.var).
    */
   var(dim?: DimArg, opts: { unbiased?: boolean; correction?: number; keepdim?: boolean } = {}): Self {
-    if (!isFloating(this.dtype)) throw new LoomDtypeError(`[var] expected a floating point tensor, got ${this.dtype}`);
+    requireFloat("var", this.dtype);
     const dims = normalizeDims("var", dim, this.ndim);
     const correction = opts.correction ?? (opts.unbiased === false ? 0 : 1);
     const n = dims.reduce((p, d) => p * this.shape[d]!, 1);
@@ -479,6 +478,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     return d.mul(d).sum(dims, opts.keepdim ?? false).div(Math.max(0, n - correction));
   }
   std(dim?: DimArg, opts: { unbiased?: boolean; correction?: number; keepdim?: boolean } = {}): Self {
+    requireFloat("std", this.dtype);
     return this.var(dim, opts).sqrt();
   }
   /** log(sum(exp(x))) over `dim`, stabilized by the (detached) max (torch.logsumexp). */
@@ -516,7 +516,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   /** softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along `dim` (torch.softmax). */
   softmax(dim: number, opts?: { dtype?: DType }): Self {
     if (opts?.dtype) return this.to(opts.dtype).softmax(dim);
-    if (!isFloating(this.dtype)) throw new LoomDtypeError(`[softmax] expected a floating point tensor, got ${this.dtype}`);
+    requireFloat("softmax", this.dtype);
     const d = normalizeDim("softmax", dim, this.ndim);
     if (this.shape[d] === 0) return this.clone();
     const e = this.sub(this.amax(d, true).detach()).exp();
@@ -529,7 +529,7 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    */
   log_softmax(dim: number, opts?: { dtype?: DType }): Self {
     if (opts?.dtype) return this.to(opts.dtype).log_softmax(dim);
-    if (!isFloating(this.dtype)) throw new LoomDtypeError(`[log_softmax] expected a floating point tensor, got ${this.dtype}`);
+    requireFloat("log_softmax", this.dtype);
     const d = normalizeDim("log_softmax", dim, this.ndim);
     if (this.shape[d] === 0) return this.clone();
     const shifted = this.sub(this._stabilizer("log_softmax", [d]));

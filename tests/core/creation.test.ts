@@ -64,8 +64,13 @@ describe("tensor()", () => {
     const t = tensor([1, 2], { dtype: "float32", requires_grad: true });
     expect(t.requires_grad).toBe(true);
     expect(t.is_leaf).toBe(true);
-    // [1, 2] infers int64 in JS (1.0 === 1), which cannot require grad
-    expect(() => tensor([1, 2], { requires_grad: true })).toThrow(LoomAutogradError);
+    // [1.0, 2.0] is all integers in JS (1.0 === 1): int64, but float32 when it will require grad
+    // (torch.tensor([1.0, 2.0], requires_grad=True) is float32; integers cannot require grad)
+    expect(tensor([1, 2]).dtype).toBe("int64");
+    const g = tensor([1.0, 2.0], { requires_grad: true });
+    expect([g.dtype, g.requires_grad, g.tolist()]).toEqual(["float32", true, [1, 2]]);
+    expect(() => tensor([true], { requires_grad: true })).toThrow(LoomAutogradError);
+    expect(() => tensor([1, 2], { dtype: "int64", requires_grad: true })).toThrow("got int64: pass { dtype: \"float32\" }");
     expect(tensor([0.5], { requires_grad: true }).requires_grad).toBe(true);
   });
 });
@@ -214,7 +219,10 @@ describe("random", () => {
     expect(zeros(3, { requires_grad: true }).is_leaf).toBe(true);
     expect(ones(3, { requires_grad: true }).requires_grad).toBe(true);
     expect(() => zeros(3, { dtype: "int64", requires_grad: true })).toThrow(LoomAutogradError);
-    expect(() => full([2], 1, { requires_grad: true })).toThrow(LoomAutogradError); // int64 fill
+    expect(() => full([2], 1, { dtype: "int64", requires_grad: true })).toThrow(LoomAutogradError);
+    // an integral fill value (1.0 === 1 in JS) is float32 when it will require grad, as in tensor()
+    expect(full([2], 1, { requires_grad: true }).dtype).toBe("float32");
+    expect(arange(3, undefined, 1, { requires_grad: true }).dtype).toBe("float32");
   });
 
   test("creation is eager", () => {

@@ -34,25 +34,32 @@ const dtypeOf = (d: any): loom.DType | undefined => {
 };
 const isT = (v: any): v is T => v instanceof loom.Tensor || v instanceof loom.LazyTensor;
 
+/** Ops whose torch form takes a Python scalar as self: Loom's free functions (loom.mul(2.5, t)) wrap it as torch does. */
+const SCALAR_SELF = new Set(["add", "sub", "mul", "div", "floor_divide", "remainder", "pow"]);
+const scalarSelf = (m: string, c: Call, ...rest: unknown[]): T => {
+  if (!SCALAR_SELF.has(m)) throw new Unsupported("Python scalar as self");
+  return (loom as any)[m](c.input, ...rest);
+};
+
 /** add/sub/rsub with alpha (torch.add(input, other, alpha=...): other * alpha added; rsub: other - alpha * input). */
 const withAlpha = (m: "add" | "sub" | "rsub"): Adapter => ({
   run: (c) => {
     const [o, alpha] = params(c, ["other", "alpha"]);
-    if (!isT(c.input)) throw new Unsupported("Python scalar as self");
+    if (!isT(c.input)) return scalarSelf(m, c, o, alpha === undefined ? undefined : { alpha });
     // a bool alpha stays bool (torch: alpha=False with bool tensors keeps the result bool)
     return (c.input as any)[m](o, alpha === undefined ? undefined : { alpha });
   },
 });
 const divide = (c: Call) => {
   const [o, m] = params(c, ["other", "rounding_mode"]);
-  if (!isT(c.input)) throw new Unsupported("Python scalar as self");
+  if (!isT(c.input)) return scalarSelf("div", c, o, m === undefined ? undefined : { rounding_mode: m });
   return c.input.div(o, m === undefined ? undefined : { rounding_mode: m });
 };
 const unary = (m: string): Adapter => ({ run: (c) => { params(c, []); return c.input[m](); } });
 const binary = (m: string): Adapter => ({
   run: (c) => {
     const [o] = params(c, ["other"]);
-    if (!isT(c.input)) throw new Unsupported("Python scalar as self");
+    if (!isT(c.input)) return scalarSelf(m, c, o);
     return (c.input as any)[m](o);
   },
 });
