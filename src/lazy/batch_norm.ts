@@ -3,9 +3,8 @@
  * with its running-statistics update, and group_norm (torch.nn.functional.group_norm).
  *
  * The running statistics are written in place under no_grad with `copy_`: an eager buffer is
- * written now; a LazyTensor lifted from an eager buffer (a module's forward in lazy execution)
- * records a deferred write of that buffer (deferred.ts), so a lazy training step with BatchNorm
- * is still one plan.
+ * written now; a LazyTensor lifted from an eager buffer (`Tensor.lazy()`) records a deferred
+ * write of that buffer (deferred.ts), so a lazy training step with batch_norm is still one plan.
  */
 import { no_grad } from "../autograd/grad_mode.ts";
 import { isFloating } from "../tensor/dtype.ts";
@@ -47,6 +46,18 @@ export function batch_norm<S extends TensorOps<S>>(
   input: S, running_mean: S | null, running_var: S | null, weight?: S | null, bias?: S | null,
   training = false, momentum: number | S = 0.1, eps = 1e-5,
 ): S {
+  return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, (t, v) => no_grad(() => t.copy_(v)));
+}
+
+/**
+ * batch_norm with the running-statistic write given: `write(target, value)` stores value (no
+ * grad) into running_mean / running_var. (BatchNorm modules write their eager buffers privately,
+ * as optimizers write parameters: no copy-on-write copy per step.)
+ */
+export function _batch_norm<S extends TensorOps<S>>(
+  input: S, running_mean: S | null, running_var: S | null, weight: S | null | undefined, bias: S | null | undefined,
+  training: boolean, momentum: number | S, eps: number, write: (target: S, value: S) => void,
+): S {
   if (input.ndim < 2) throw new LoomShapeError(`[batch_norm] expected an input of at least 2 dims [N, C, *], got ${fmtShape(input.shape)}`);
   if (!isFloating(input.dtype)) throw new LoomDtypeError(`[batch_norm] expected a floating point input, got ${input.dtype}`);
   for (const [name, v] of [["running_mean", running_mean], ["running_var", running_var], ["weight", weight], ["bias", bias]] as const) {
@@ -69,9 +80,9 @@ export function batch_norm<S extends TensorOps<S>>(
       no_grad(() => {
         const m = momentum;
         const keep = typeof m === "number" ? 1 - m : m.rsub(1);
-        running_mean.copy_(running_mean.mul(keep).add(mean.detach().reshape(running_mean.shape as number[]).mul(m)));
+        write(running_mean, running_mean.mul(keep).add(mean.detach().reshape(running_mean.shape as number[]).mul(m)));
         const unbiased = v.detach().mul(n / (n - 1)).reshape(running_var.shape as number[]);
-        running_var.copy_(running_var.mul(keep).add(unbiased.mul(m)));
+        write(running_var, running_var.mul(keep).add(unbiased.mul(m)));
       });
     }
   } else {

@@ -3,12 +3,13 @@
  * running statistics as buffers) and GroupNorm (torch.nn.GroupNorm). The math is functional
  * batch_norm / group_norm (lazy/batch_norm.ts).
  *
- * Running statistics in lazy execution: the forward sees the buffers lifted to LazyTensors, and
- * batch_norm's in-place update of them (copy_ under no_grad) becomes a deferred write of the eager
- * buffers, computed in the same plan as the step's loss, gradients and optimizer writes.
+ * Running statistics in lazy execution: the forward reads the buffers lifted to LazyTensors, and
+ * their update becomes a deferred (private) write of the eager buffers, computed in the same
+ * plan as the step's loss, gradients and optimizer writes.
  */
 import { full, zeros } from "../lazy/creation.ts";
-import { batch_norm, group_norm } from "../lazy/batch_norm.ts";
+import { _batch_norm, group_norm } from "../lazy/batch_norm.ts";
+import { LazyTensor } from "../lazy/lazy_tensor.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { no_grad } from "../autograd/grad_mode.ts";
@@ -17,6 +18,16 @@ import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { lift } from "./execution.ts";
 import { TensorModule, py_bool, py_float } from "./module.ts";
 import { Parameter } from "./parameter.ts";
+
+/**
+ * Write a running statistic into the module's eager buffer, privately (as optimizers write
+ * parameters, `_write_private`): lazily the value stays pending and the buffer is written at the
+ * end of the step's one plan; the value's node is only held by this forward, so the next step's
+ * write marks it stale instead of copying the buffer for it.
+ */
+function writeBuffer(buffer: Tensor, value: TensorOps<any>): void {
+  buffer._write_private(value instanceof LazyTensor ? value.defer() : (value as Tensor));
+}
 
 export interface BatchNormOptions {
   /** Added to the variance (absolute); default 1e-5. */
@@ -108,15 +119,15 @@ abstract class BatchNormBase extends TensorModule {
     const rm = lift(this.running_mean, x), rv = lift(this.running_var, x);
     let factor: number | S = this.momentum ?? 0;
     if (this.training && this.track_running_stats) {
-      // the counter is a buffer: lazily its increment is a deferred write like the running stats
-      const nbt = lift(this.num_batches_tracked!, x);
-      no_grad(() => nbt.add_(1));
+      const nbt = no_grad(() => lift(this.num_batches_tracked!, x).add(1));
+      writeBuffer(this.num_batches_tracked!, nbt);
       if (this.momentum === null) factor = no_grad(() => nbt.to(x.dtype).reciprocal()); // cumulative moving average
     }
     // eval uses the running stats when there are any; batch stats otherwise
     const bn_training = this.training || rm === null;
     const useRunning = !this.training || this.track_running_stats;
-    return batch_norm(x, useRunning ? rm : null, useRunning ? rv : null, lift(this.weight, x), lift(this.bias, x), bn_training, factor, this.eps);
+    const write = (target: S, value: S) => writeBuffer(target === rm ? this.running_mean! : this.running_var!, value);
+    return _batch_norm(x, useRunning ? rm : null, useRunning ? rv : null, lift(this.weight, x), lift(this.bias, x), bn_training, factor, this.eps, write);
   }
 
   override extra_repr(): string {

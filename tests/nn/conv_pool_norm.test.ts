@@ -10,6 +10,8 @@ import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { nn, optim } from "../../src/index.ts";
 import { pendingCount } from "../../src/lazy/deferred.ts";
+import { copyOnWriteStats } from "../../src/lazy/readers.ts";
+import { planCacheStats } from "../../src/scheduler/compile.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
 import { thrown } from "../thrown.ts";
 import { expectClose, readGolden, type Arr } from "./helpers.ts";
@@ -158,6 +160,31 @@ describe.each(BACKENDS)("conv / pool / norm goldens on %s", (backend) => {
   }
 });
 
+describe("gradients match finite differences (float64, js)", () => {
+  useBackend("js");
+  const f64 = (t: loom.Tensor | null) => (t ? t.to("float64") : null);
+  for (const c of golden.conv) {
+    test(`${c.fn} ${c.name}`, () => {
+      const fn = c.fn === "conv1d" ? F.conv1d : F.conv2d;
+      const ins = [f64(pattern(c.x, 1))!, f64(pattern(c.w, 2, 128))!, ...(c.bias ? [f64(pattern([c.w[0]!], 3))!] : [])];
+      expect(loom.gradcheck((x: loom.Tensor, w: loom.Tensor, b?: loom.Tensor) => fn(x, w, b ?? null, c.options), ins)).toEqual([]);
+    });
+  }
+  // max pooling is not differentiable at ties: the coarse case is checked against torch only
+  for (const c of golden.pool.filter((k) => !k.coarse)) {
+    test(`${c.fn} ${c.name}`, () => {
+      const first = (r: AnyT | AnyT[]) => (Array.isArray(r) ? r[0]! : r) as loom.Tensor;
+      expect(loom.gradcheck((x: loom.Tensor) => first(poolCall(c, x)), [f64(pattern(c.x, 4))!])).toEqual([]);
+    });
+  }
+  test("batch_norm (training, batch statistics) and group_norm", () => {
+    const x = f64(pattern([4, 3, 5], 1))!, w = f64(pattern([3], 5, 32).add(1))!, b = f64(pattern([3], 6))!;
+    expect(loom.gradcheck((x: loom.Tensor, w: loom.Tensor, b: loom.Tensor) => F.batch_norm(x, null, null, w, b, true), [x, w, b])).toEqual([]);
+    const g = f64(pattern([2, 6, 3], 8))!, gw = f64(pattern([6], 5, 32).add(1))!, gb = f64(pattern([6], 6))!;
+    expect(loom.gradcheck((x: loom.Tensor, w: loom.Tensor, b: loom.Tensor) => F.group_norm(x, 3, w, b), [g, gw, gb])).toEqual([]);
+  });
+});
+
 describe("modules", () => {
   test("Conv1d/Conv2d: torch's parameter names and shapes, kaiming_uniform(a=√5) bounds, repr, forward = F.conv", () => {
     const c = new nn.Conv2d(4, 8, [3, 2], { padding: "same", groups: 4, dilation: 2 });
@@ -197,6 +224,23 @@ describe("modules", () => {
     expect(Array.from(v.dataSync())).toEqual(Array.from(fv.dataSync()));
     expect(Array.from(i.dataSync())).toEqual(Array.from(fi.dataSync()));
     expect(i.dtype).toBe("int64");
+  });
+
+  test("F.batch_norm writes the running stats in place, eagerly and through lazy lifts (one deferred plan)", () => {
+    const c = golden.batchnorm.find((k) => k.name === "bn1d_2d")!;
+    const w = pattern([4], 5, 32).add(1), b = pattern([4], 6);
+    for (const lazy of [false, true]) {
+      const rm = loom.zeros([4]), rv = loom.ones([4]);
+      for (let s = 0; s < 3; s++) {
+        const r0 = loom.realizeStats.realizes;
+        const x = pattern(c.shape, s);
+        const y = lazy ? F.batch_norm(x.lazy(), rm.lazy(), rv.lazy(), w.lazy(), b.lazy(), true) : F.batch_norm(x, rm, rv, w, b, true);
+        if (s === 0) expectClose(lazy ? (y as loom.LazyTensor).eval() : y, c.output, { ...TOL, what: "output" });
+        expectClose(rm, c.running[s]!.mean, { ...TOL, what: `running_mean ${s}` });
+        expectClose(rv, c.running[s]!.var, { ...TOL, what: `running_var ${s}` });
+        if (lazy && s > 0) expect(loom.realizeStats.realizes - r0).toBe(1);
+      }
+    }
   });
 
   test("GroupNorm module = F.group_norm with its weight and bias", () => {
@@ -270,9 +314,14 @@ function trainCnn(mode: nn.ExecutionMode, withBn: boolean) {
   const opt = new optim.Adam(model.parameters(), { lr: 1e-2 });
   const x = pattern([5, 3, 8], 1), y = loom.tensor([0, 1, 1, 0, 1]);
   const losses: number[] = [], plans: number[] = [];
+  let misses0 = 0, copies0 = 0;
   model.train();
   nn.with_execution_mode(mode, () => {
     for (let step = 0; step < 4; step++) {
+      if (step === 2) {
+        misses0 = planCacheStats.misses;
+        copies0 = copyOnWriteStats.copies;
+      }
       const r0 = loom.realizeStats.realizes;
       const loss = F.cross_entropy(model.call(x), y);
       opt.zero_grad();
@@ -283,7 +332,7 @@ function trainCnn(mode: nn.ExecutionMode, withBn: boolean) {
     }
   });
   const state = model.state_dict();
-  return { losses, plans, state: Object.fromEntries(Object.entries(state).map(([k, v]) => [k, Array.from(v.dataSync())])) };
+  return { losses, plans, laterMisses: planCacheStats.misses - misses0, laterCopies: copyOnWriteStats.copies - copies0, state: Object.fromEntries(Object.entries(state).map(([k, v]) => [k, Array.from(v.dataSync())])) };
 }
 
 describe.each(BACKENDS)("a small CNN training step on %s", (backend) => {
@@ -294,6 +343,9 @@ describe.each(BACKENDS)("a small CNN training step on %s", (backend) => {
       const go = (m: nn.ExecutionMode) => (exact ? loom.with_compiler_options({ tolerance: "exact" }, () => trainCnn(m, withBn)) : trainCnn(m, withBn));
       const eager = go("eager"), lazy = go("lazy");
       expect(lazy.plans.slice(1)).toEqual([1, 1, 1]);
+      // compiled once; the running-stat writes need no copy-on-write copies
+      expect(lazy.laterMisses).toBe(0);
+      expect(lazy.laterCopies).toBe(0);
       expect(Object.keys(lazy.state)).toEqual(Object.keys(eager.state));
       for (const k of Object.keys(eager.state)) {
         if (exact) expect(lazy.state[k]).toEqual(eager.state[k]!);
