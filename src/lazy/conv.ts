@@ -157,15 +157,12 @@ export function windows<S extends TensorOps<S>>(x: S, axes: readonly AxisMap[], 
   return flat.index_select(2, x._constant(w.index)).reshape([N, C, w.K, w.L]);
 }
 
-/** The spatial dims an op of `n` dims takes: "conv2d" -> "(H x W)" style torch text. */
+/** Spatial sizes as torch prints them in conv errors: (5 x 4). */
 function dimsText(v: readonly number[]): string {
   return `(${v.join(" x ")})`;
 }
 
-/**
- * Output size of a convolution along one dim, floor((I + pads - d(k-1) - 1) / s) + 1.
- * @throws LoomShapeError when the dilated kernel is larger than the padded input
- */
+/** Output size of a convolution along one dim: floor((I + pads - d(k-1) - 1) / s) + 1 (below 1 when the dilated kernel does not fit). */
 function convOut(I: number, padTotal: number, k: number, s: number, d: number): number {
   return Math.floor((I + padTotal - d * (k - 1) - 1) / s) + 1;
 }
