@@ -18,6 +18,13 @@ export {
   type HuberLossOptions, type KLDivOptions, type LossOptions, type NLLLossOptions, type Reduction,
   type SmoothL1LossOptions,
 } from "./losses.ts";
+// convolution, pooling and batch/group normalization live in their own files
+export { conv1d, conv2d, fold, unfold, type ConvOptions, type IntOrTuple, type PaddingMode, type UnfoldOptions } from "./conv.ts";
+export {
+  adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool2d, max_pool1d,
+  max_pool2d, type AvgPoolOptions, type MaxPoolOptions,
+} from "./pooling.ts";
+export { batch_norm, group_norm } from "./batch_norm.ts";
 
 
 /**

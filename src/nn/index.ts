@@ -29,6 +29,12 @@ export {
   type SmoothL1LossModuleOptions,
 } from "./loss.ts";
 export { LayerNorm, RMSNorm, type LayerNormOptions, type RMSNormOptions } from "./normalization.ts";
+export { Conv1d, Conv2d, type ConvModuleOptions } from "./conv.ts";
+export {
+  AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
+  type AvgPoolModuleOptions, type MaxPoolModuleOptions, type PoolResult,
+} from "./pooling.ts";
+export { BatchNorm1d, BatchNorm2d, GroupNorm, type BatchNormOptions, type GroupNormOptions } from "./batchnorm.ts";
 export { Sequential, ModuleList, ModuleDict } from "./container.ts";
 export { CausalSelfAttention, type CausalSelfAttentionOptions } from "./attention.ts";
 export { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";
