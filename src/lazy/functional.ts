@@ -17,6 +17,8 @@ export {
   type HuberLossOptions, type KLDivOptions, type LossOptions, type NLLLossOptions, type Reduction,
   type SmoothL1LossOptions,
 } from "./losses.ts";
+// torch.nn.functional.pad lives with the other shape ops
+export { pad, type PadMode } from "./shape_ops.ts";
 
 
 /** torch.where(condition, input, other); input/other may be scalars (not both). */
