@@ -90,6 +90,10 @@ export function einsum<S extends TensorOps<S>>(equation: string, ...operands: (S
     const once = [...count.entries()].filter(([l, c]) => c === 1 && !l.startsWith(".")).map(([l]) => l).sort();
     out = [...ellLabels, ...once];
   }
+  labels.forEach((ls, i) => ls.forEach((l, d) => {
+    const first = ls.indexOf(l), a = ops[i]!.shape[first]!, b = ops[i]!.shape[d]!;
+    if (a !== b) throw new LoomShapeError(`[einsum] einsum(): subscript ${l} is repeated for operand ${i} but the sizes don't match, ${a} != ${b}`);
+  }));
   // sizes per label; size 1 broadcasts
   const size = new Map<string, number>();
   labels.forEach((ls, i) => ls.forEach((l, d) => {
@@ -109,9 +113,6 @@ export function einsum<S extends TensorOps<S>>(equation: string, ...operands: (S
       const dup = ls.findIndex((l, k) => ls.indexOf(l) !== k);
       if (dup < 0) break;
       const first = ls.indexOf(ls[dup]!);
-      if (t.shape[first] !== t.shape[dup]) {
-        throw new LoomShapeError(`[einsum] einsum(): subscript ${ls[dup]} is repeated for operand ${i} but the sizes don't match, ${t.shape[first]} != ${t.shape[dup]}`);
-      }
       t = diagonal(t, 0, first, dup);
       const l = ls[dup]!;
       ls = [...ls.filter((_, k) => k !== first && k !== dup), l];
