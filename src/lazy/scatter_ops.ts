@@ -91,13 +91,19 @@ function place<S extends TensorOps<S>>(self: S, targets: number[], values: S): S
  * every duplicate the target's gradient).
  * @param index - int64, same number of dims as self and src, sizes <= src's and (except at dim) <= self's
  * @param src - tensor of self's dtype, or a scalar
+ * @param opts.reduce - "add" or "multiply": scatter_reduce "sum" / "prod" with include_self (torch's
+ *   legacy form)
  * @returns self's shape and dtype
  * @throws LoomDtypeError for a non-int64 index or src of another dtype; LoomShapeError for
  *   mismatched shapes; LoomIndexError for an index outside [0, self.size(dim))
  */
-export function scatter<S extends TensorOps<S>>(self: S, dim: number, index: S, src: S | Scalar): S {
+export function scatter<S extends TensorOps<S>>(self: S, dim: number, index: S, src: S | Scalar, opts: { reduce?: "add" | "multiply" } = {}): S {
   const d = normalizeDim("scatter", dim, self.ndim);
   const s = typeof src === "object" ? src : self._constant(scalarData(self.dtype, Number(src))).expand(index.shape as number[]);
+  if (opts.reduce !== undefined) {
+    if (opts.reduce !== "add" && opts.reduce !== "multiply") throw new LoomValueError(`[scatter] reduce argument must be either add or multiply, got ${opts.reduce}`);
+    return scatter_reduce(self, dim, index, s, opts.reduce === "add" ? "sum" : "prod");
+  }
   if (s.dtype !== self.dtype) throw new LoomDtypeError(`[scatter] scatter(): Expected self.dtype to be equal to src.dtype, got ${self.dtype} and ${s.dtype}`);
   const p = plan("scatter", self.shape, d, index, s.shape);
   if (p.targets.length === 0) return self.clone();
@@ -177,9 +183,9 @@ function prodRows<S extends TensorOps<S>>(v: S): S {
 declare module "./surface.ts" {
   interface TensorOps<Self extends TensorOps<Self>> {
     /** torch.Tensor.scatter; see {@link scatter}. */
-    scatter(dim: number, index: Self, src: Self | Scalar): Self;
-    /** In-place torch.Tensor.scatter_ (through copy_'s write path). */
-    scatter_(dim: number, index: Self, src: Self | Scalar): this;
+    scatter(dim: number, index: Self, src: Self | Scalar, opts?: { reduce?: "add" | "multiply" }): Self;
+    /** In-place torch.Tensor.scatter_ (TensorOps' in-place write path, as masked_fill_). */
+    scatter_(dim: number, index: Self, src: Self | Scalar, opts?: { reduce?: "add" | "multiply" }): this;
     /** torch.Tensor.scatter_reduce; see {@link scatter_reduce}. */
     scatter_reduce(dim: number, index: Self, src: Self, reduce: ScatterReduce, opts?: { include_self?: boolean }): Self;
     /** In-place torch.Tensor.scatter_reduce_. */
@@ -189,8 +195,8 @@ declare module "./surface.ts" {
 
 type SetFn = { _set(op: string, value: (self: any) => any, checkCast?: boolean): any };
 const proto = TensorOps.prototype as TensorOps<any>;
-proto.scatter = function (dim, index, src) { return scatter(this, dim, index, src); };
+proto.scatter = function (dim, index, src, opts) { return scatter(this, dim, index, src, opts); };
 proto.scatter_reduce = function (dim, index, src, reduce, opts) { return scatter_reduce(this, dim, index, src, reduce, opts); };
 // the in-place forms go through TensorOps' private write path (_set), as masked_fill_ does
-proto.scatter_ = function (dim, index, src) { return (this as unknown as SetFn)._set("scatter_", (s) => scatter(s, dim, index, src)); };
+proto.scatter_ = function (dim, index, src, opts) { return (this as unknown as SetFn)._set("scatter_", (s) => scatter(s, dim, index, src, opts)); };
 proto.scatter_reduce_ = function (dim, index, src, reduce, opts) { return (this as unknown as SetFn)._set("scatter_reduce_", (s) => scatter_reduce(s, dim, index, src, reduce, opts)); };

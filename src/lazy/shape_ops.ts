@@ -273,7 +273,7 @@ export type PadMode = "constant" | "reflect" | "replicate" | "circular";
 
 /**
  * torch.nn.functional.pad: `pad` = [left, right] for the last dim, then [top, bottom] for the one
- * before, ... Modes: "constant" (`value`; negative pads crop), "reflect" (mirror without the
+ * before, ... A negative pad crops. Modes: "constant" (`value`), "reflect" (mirror without the
  * edge: pad < size), "replicate" (edge value), "circular" (wrap around: pad <= size). Constant is
  * narrow + cat with a filled block; the others one index_select per padded dim. torch limits the
  * non-constant modes to padding the last 1–3 dims of 2-D to 5-D inputs; Loom pads any trailing
@@ -312,16 +312,24 @@ export function pad<S extends TensorOps<S>>(x: S, pad: readonly number[], opts: 
       r = catDim(parts, d);
       continue;
     }
-    if (lo < 0 || hi < 0) throw new LoomValueError(`[pad] negative padding is only supported for mode "constant", got ${fmtShape(pad)} with mode "${mode}"`);
     if (lo === 0 && hi === 0) continue;
+    if (n + lo + hi < 0) throw new LoomValueError(`[pad] The input size ${n}, plus negative padding ${lo} and ${hi} resulted in a negative output size, which is invalid. Check dimension ${d} of your input.`);
     if (mode === "reflect" && (lo >= n || hi >= n)) {
       throw new LoomValueError(`[pad] Argument #4: Padding size should be less than the corresponding input dimension, but got: padding (${lo}, ${hi}) at dimension ${d} of input ${fmtShape(x.shape)}`);
     }
     if (mode === "circular" && (lo > n || hi > n)) {
       throw new LoomValueError(`[pad] Padding value causes wrapping around more than once: padding (${lo}, ${hi}) at dimension ${d} of input ${fmtShape(x.shape)}`);
     }
+    if (mode === "circular" && (lo < 0 || hi < 0)) {
+      // torch crops first and wraps the positive pads around the cropped tensor (_pad_circular)
+      r = r._slice(d, Math.max(0, -lo), n - Math.max(0, -hi), 1);
+      const m = r.shape[d]!, a = Math.max(0, lo), b = Math.max(0, hi);
+      if (a || b) r = r.index_select(d, int64(r, Array.from({ length: m + a + b }, (_, i) => (((i - a) % m) + m) % m)));
+      continue;
+    }
     if (mode === "replicate" && n === 0) throw new LoomValueError(`[pad] cannot replicate-pad an empty dimension ${d} of input ${fmtShape(x.shape)}`);
-    const src = (j: number): number => { // input position of output position j + lo
+    // output position i reads input position i - lo through the mode's map (a negative pad crops)
+    const src = (j: number): number => {
       if (mode === "replicate") return Math.min(Math.max(j, 0), n - 1);
       if (mode === "circular") return ((j % n) + n) % n;
       return j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j; // reflect
