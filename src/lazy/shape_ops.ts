@@ -67,13 +67,22 @@ export function tile<S extends TensorOps<S>>(x: S, dims: readonly number[]): S {
  * Each element repeated `repeats` times along `dim` (flattened first when `dim` is omitted)
  * (torch.repeat_interleave). A tensor of repeats (or a list) gives one count per element of `dim`
  * (or one for all); its values are read on the host (a lazy one is realized) since they decide the
- * result's size.
+ * result's size. Called with the repeats alone (`repeat_interleave(repeats)`), it gives each index i
+ * repeated repeats[i] times, as torch.
  * @param repeats - a non-negative integer, or an int tensor/list of shape [] | [1] | [x.shape[dim]]
  * @returns x's shape with dim resized to the total count (1-D when dim is omitted), dtype of x
  * @throws LoomValueError for negative repeats; LoomShapeError when the repeats' size does not fit dim;
  *   LoomDtypeError for float repeats tensors
  */
-export function repeat_interleave<S extends TensorOps<S>>(x: S, repeats: number | readonly number[] | S, dim?: number | null): S {
+export function repeat_interleave<S extends TensorOps<S>>(x: S, repeats?: number | readonly number[] | S, dim?: number | null): S {
+  if (repeats === undefined) {
+    // torch.repeat_interleave(repeats): each index i repeated repeats[i] times
+    if (x.ndim > 1 || (x.dtype !== "int64" && x.dtype !== "int32")) {
+      throw new LoomValueError(`[repeat_interleave] repeat_interleave(repeats) expects a 0-d or 1-D int tensor of repeats, got ${x.dtype} ${fmtShape(x.shape)}`);
+    }
+    const n = x.numel();
+    return repeat_interleave(x._constant(fromValues("int64", [n], Array.from({ length: n }, (_, i) => i))), x);
+  }
   let v = x;
   let d: number;
   if (dim === undefined || dim === null) {
@@ -351,7 +360,7 @@ declare module "./surface.ts" {
     /** torch.Tensor.tile; see {@link tile}. */
     tile(dims: readonly number[]): Self;
     /** torch.Tensor.repeat_interleave; see {@link repeat_interleave}. */
-    repeat_interleave(repeats: number | readonly number[] | Self, dim?: number | null): Self;
+    repeat_interleave(repeats?: number | readonly number[] | Self, dim?: number | null): Self;
     /** torch.Tensor.flip; see {@link flip}. */
     flip(dims: number | readonly number[]): Self;
     fliplr(): Self;

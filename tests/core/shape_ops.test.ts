@@ -133,6 +133,7 @@ describe.each(BACKENDS)("in place and data-dependent shapes on %s", (backend) =>
     const [r, c] = loom.nonzero(m, { as_tuple: true });
     expect([r!.tolist(), c!.tolist()]).toEqual([[0, 0, 1], [0, 2, 1]]);
     expect(loom.nonzero(loom.tensor(3), { as_tuple: true }).map((t) => t.tolist())).toEqual([[0]]);
+    expect(loom.repeat_interleave(loom.tensor([2, 0, 1])).tolist()).toEqual([0, 0, 2]); // torch.repeat_interleave(repeats)
     expect(x.lazy().repeat_interleave(loom.tensor([2, 0]).lazy(), 0).tolist()).toEqual([[1, -2, 3], [1, -2, 3]]);
   });
   test("to(other) takes dtype and device; round(decimals) has a zero gradient", () => {
