@@ -143,11 +143,15 @@ describe.each(BACKENDS)("in place and data-dependent shapes on %s", (backend) =>
     x.round({ decimals: 1 }).sum().backward();
     expect(x.grad!.tolist()).toEqual([0, 0]);
   });
-  test("einsum on lazy operands records (matmul/mul/sum nodes) and realizes once", () => {
+  test("a lazy einsum + flip + roll + pad chain records without running and realizes as one plan", () => {
     const a = loom.randn([2, 3, 4]), b = loom.randn([2, 4, 5]);
-    const l = loom.einsum("bij,bjk->bik", a.lazy(), b.lazy());
+    const before = loom.realizeStats.realizes;
+    const l = loom.nn.F.pad(loom.einsum("bij,bjk->bik", a.lazy(), b.lazy()).flip(1).roll(1, 2), [1, 1], { mode: "reflect" });
     expect(l.isLazy).toBe(true);
-    expectClose(Array.from(l.dataSync()), Array.from(a.matmul(b).dataSync()), { what: "bmm" });
+    expect(loom.realizeStats.realizes).toBe(before); // nothing ran while recording
+    const want = loom.nn.F.pad(a.matmul(b).flip(1).roll(1, 2), [1, 1], { mode: "reflect" });
+    expectClose(Array.from(l.dataSync()), Array.from(want.dataSync()), { what: "bmm" });
+    expect(loom.realizeStats.realizes).toBe(before + 1); // one plan for the chain
   });
 });
 
