@@ -5,16 +5,18 @@
  *
  * The plan: the index is read on the host when the op is recorded (a lazy index is realized, as
  * indexing with a lazy index is), giving for every index element its target position in the
- * flattened self and its source position in the flattened src. Targets are grouped; the values
- * of each touched target (self's first when include_self, then the src values in index order) are
- * gathered into a padded [T, P] table with one index_select, reduced along P, and placed back with
- * the IEEE -0 identity (index_add onto -0, then where(covered, ., self)), as index_put does. Host
- * work is O(numel(index)); device work O(T·P + numel(self)), P the largest group.
+ * flattened self and its source position in the flattened src. Targets are grouped, and groups
+ * of equal size L bucketed; per bucket the values of each touched target (self's first when
+ * include_self, then the src values in index order) are gathered into a dense [T_L, L] table with
+ * one index_select and reduced along L; the results are placed back with the IEEE -0 identity
+ * (index_add onto -0, then where(covered, ., self)), as index_put does. Host work is
+ * O(numel(index)); device work O(numel(index) + numel(self)); the graph grows by a few nodes per
+ * distinct group size (at most sqrt(2·numel(index)) of them).
  *
  * Methods are attached to TensorOps with a declaration merge, as in shape_ops.ts.
  */
 import { OPS } from "../graph/registry.ts";
-import { isFloating, isIntegral } from "../tensor/dtype.ts";
+import { isIntegral } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { contiguousStrides, normalizeDim, numel } from "../tensor/shape.ts";
 import { fromValues, scalarData, toFloat64 } from "../tensor/storage.ts";
@@ -128,38 +130,43 @@ export function scatter_reduce<S extends TensorOps<S>>(self: S, dim: number, ind
   const d = normalizeDim("scatter_reduce", dim, self.ndim);
   if (src.dtype !== self.dtype) throw new LoomDtypeError(`[scatter_reduce] scatter_reduce(): Expected self.dtype to be equal to src.dtype, got ${self.dtype} and ${src.dtype}`);
   const p = plan("scatter_reduce", self.shape, d, index, src.shape);
-  const T = p.targets.length;
-  if (T === 0) return self.clone();
+  if (p.targets.length === 0) return self.clone();
   const inc = opts.include_self ?? true;
-  const P = Math.max(...p.groups.map((g) => g.length));
-  const floating = isFloating(self.dtype);
-  // pad short groups: the reduction's identity; for integer amax/amin the group's first element
-  const padPos = src.numel();
-  const padValue = reduce === "prod" ? 1 : reduce === "amax" ? -Infinity : reduce === "amin" ? Infinity : 0;
-  const usePad = floating || reduce === "sum" || reduce === "mean" || reduce === "prod";
-  const table = new Float64Array(T * P);
-  p.groups.forEach((g, t) => {
-    for (let j = 0; j < P; j++) table[t * P + j] = j < g.length ? g[j]! : usePad ? padPos : g[0]!;
+  // bucket the targets by group size L: each bucket is a dense [T_L, L] table, so no padding
+  // value (whose ties or identity would differ per reduction and dtype) is ever needed
+  const buckets = new Map<number, number[]>(); // L -> indices into p.groups
+  p.groups.forEach((g, k) => {
+    let b = buckets.get(g.length);
+    if (!b) buckets.set(g.length, (b = []));
+    b.push(k);
   });
   const srcFlat = src.reshape([src.numel()]);
-  const ext = usePad ? srcFlat._apply(OPS.cat, [self._constant(scalarData(self.dtype, padValue)).reshape([1])], { dim: 0 }) : srcFlat;
-  let vals = ext.index_select(0, self._constant(fromValues("int64", [T * P], table))).reshape([T, P]); // [T, P]
-  const tpos = self._constant(fromValues("int64", [T], p.targets));
-  if (inc) {
-    const own = self.reshape([self.numel()]).index_select(0, tpos).reshape([T, 1]);
-    vals = own._apply(OPS.cat, [vals], { dim: 1 }); // [T, 1 + P]
+  const selfFlat = self.reshape([self.numel()]);
+  const int64 = (v: ArrayLike<number>) => self._constant(fromValues("int64", [v.length], v));
+  const parts: S[] = [];
+  const order: number[] = [];
+  for (const [L, ks] of buckets) {
+    const T = ks.length;
+    const table = new Float64Array(T * L);
+    ks.forEach((k, t) => table.set(p.groups[k]!, t * L));
+    let vals = srcFlat.index_select(0, int64(table)).reshape([T, L]); // [T, L]
+    const targets = ks.map((k) => p.targets[k]!);
+    if (inc) vals = selfFlat.index_select(0, int64(targets)).reshape([T, 1])._apply(OPS.cat, [vals], { dim: 1 }); // [T, 1 + L]
+    parts.push(reduceRows(vals, reduce));
+    order.push(...targets);
   }
-  let r: S;
-  if (reduce === "sum") r = vals.sum(1);
-  else if (reduce === "amax") r = vals.amax(1);
-  else if (reduce === "amin") r = vals.amin(1);
-  else if (reduce === "prod") r = prodRows(vals);
-  else {
-    const counts = p.groups.map((g) => g.length + (inc ? 1 : 0));
-    const c = self._constant(fromValues(self.dtype, [T], counts));
-    r = isIntegral(self.dtype) ? vals.sum(1).div(c, { rounding_mode: "floor" }) : vals.sum(1).div(c);
-  }
-  return place(self, p.targets, r.to(self.dtype));
+  const r = parts.length === 1 ? parts[0]! : parts[0]!._apply(OPS.cat, parts.slice(1), { dim: 0 });
+  return place(self, order, r.to(self.dtype));
+}
+
+/** Reduce each row of [T, P] (P >= 1) to [T]: "mean" floor-divides for integer dtypes, as torch. */
+function reduceRows<S extends TensorOps<S>>(v: S, reduce: ScatterReduce): S {
+  if (reduce === "sum") return v.sum(1);
+  if (reduce === "amax") return v.amax(1);
+  if (reduce === "amin") return v.amin(1);
+  if (reduce === "prod") return prodRows(v);
+  const n = v.shape[1]!;
+  return isIntegral(v.dtype) ? v.sum(1).div(n, { rounding_mode: "floor" }) : v.sum(1).div(n);
 }
 
 /** Row products of [T, P], multiplied left to right (torch's order) for small P, pairwise beyond. */

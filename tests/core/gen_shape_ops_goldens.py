@@ -4,9 +4,11 @@
 Writes shape_ops_goldens.json next to this file: per case the op name and its arguments, the
 inputs, the output and, for floating outputs, the gradients of sum(out * grad_output) with
 respect to every floating input. Tensors are {"shape", "dtype", "data"} (row-major; float32
-values as the exact doubles of the float32 numbers). Inputs are small and seeded.
+values as the exact doubles of the float32 numbers; non-finite values as "inf", "-inf", "nan").
+Inputs are small and seeded.
 """
 import json
+import math
 import os
 
 import torch
@@ -16,9 +18,15 @@ torch.manual_seed(16)
 DT = {torch.float32: "float32", torch.int64: "int64", torch.bool: "bool"}
 
 
+def fnum(v):
+    """A float, or "inf" / "-inf" / "nan" (JSON has no non-finite numbers)."""
+    v = float(v)
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+
+
 def arr(t):
     t = t.detach()
-    conv = float if t.is_floating_point() else (bool if t.dtype == torch.bool else int)
+    conv = fnum if t.is_floating_point() else (bool if t.dtype == torch.bool else int)
     return {"shape": list(t.shape), "dtype": DT[t.dtype], "data": [conv(v) for v in t.flatten().tolist()]}
 
 
@@ -88,6 +96,15 @@ case("scatter_reduce_prod_zero", "scatter_reduce", [randn(3, 4), src_zero], lamb
 ties = torch.tensor([[1.0, 2.0, 3.0, 4.0], [1.0, 5.0, 0.0, 4.0], [0.0, 5.0, 3.0, 4.0]])
 case("scatter_reduce_amax_ties", "scatter_reduce", [torch.tensor([[1.0, 0.0, 3.0, 4.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]), ties],
      lambda x, s: x.scatter_reduce(0, idx_dup, s, "amax"), dim=0, index=arr(idx_dup), reduce="amax", include_self=True)
+
+# a group of -inf only (no identity padding can tie with it) and integer dtypes (mean floor-divides)
+ninf = torch.tensor([-float("inf"), -float("inf"), 1.0])
+case("scatter_reduce_amax_neg_inf", "scatter_reduce", [torch.zeros(2), ninf], lambda x, s: x.scatter_reduce(0, torch.tensor([0, 0, 1]), s, "amax", include_self=False),
+     dim=0, index=arr(torch.tensor([0, 0, 1])), reduce="amax", include_self=False)
+ix = torch.tensor([[0, 1, 0, 2], [0, 1, 2, 2], [1, 1, 0, 2]])
+for red in ("mean", "amin", "prod"):
+    case(f"scatter_reduce_int_{red}", "scatter_reduce", [torch.randint(-9, 9, (3, 4)), torch.randint(-9, 9, (3, 4))], lambda x, s, r=red: x.scatter_reduce(0, ix, s, r, include_self=False),
+         dim=0, index=arr(ix), reduce=red, include_self=False)
 
 r = randn(2, 5) * 100
 case("round_2", "round", [r], lambda x: torch.round(x, decimals=2), decimals=2)
