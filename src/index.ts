@@ -8,6 +8,11 @@ export * from "./lazy/creation.ts";
 export * from "./lazy/functional.ts";
 export * from "./lazy/free_functions.ts";
 export * from "./lazy/free_functions_shape.ts";
+export {
+  diag, diagonal, flip, fliplr, flipud, masked_select, nonzero, outer, repeat, repeat_interleave, roll, select, tile,
+} from "./lazy/shape_ops.ts";
+export { scatter, scatter_reduce, type ScatterReduce } from "./lazy/scatter_ops.ts";
+export { einsum } from "./lazy/einsum.ts";
 export { slice, type IndexItem, type IndexList, type IndexTensor, type Slice } from "./lazy/indexing.ts";
 export { gradcheck, type GradcheckOptions, type GradcheckFailure } from "./lazy/gradcheck.ts";
 export * as autograd from "./lazy/autograd_api.ts";

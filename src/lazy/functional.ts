@@ -25,6 +25,8 @@ export {
   max_pool2d, type AvgPoolOptions, type MaxPoolOptions,
 } from "./pooling.ts";
 export { batch_norm, group_norm } from "./batch_norm.ts";
+// torch.nn.functional.pad lives with the other shape ops
+export { pad, type PadMode } from "./shape_ops.ts";
 
 
 /**

@@ -319,7 +319,18 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   erf(): Self { return this._un(OPS.erf); }
   floor(): Self { return this._un(OPS.floor); }
   ceil(): Self { return this._un(OPS.ceil); }
-  round(): Self { return this._un(OPS.round); }
+  /**
+   * Round half to even (torch.round); with `decimals` at 10^-decimals: x·10^d rounded then / 10^d
+   * for d > 0, x / 10^-d rounded then · 10^-d for d < 0 (torch's round_decimals kernel). Zero gradient.
+   * @throws LoomDtypeError for an integer input with decimals != 0 (torch has no integer kernel)
+   */
+  round(opts?: { decimals?: number }): Self {
+    const d = opts?.decimals ?? 0;
+    if (d === 0) return this._un(OPS.round);
+    if (!Number.isInteger(d)) throw new LoomValueError(`[round] decimals must be an integer, got ${d}`);
+    if (!isFloating(this.dtype)) throw new LoomDtypeError(`[round] "round_decimals" is not implemented for '${this.dtype}'`);
+    return d > 0 ? this.mul(10 ** d).round().div(10 ** d) : this.div(10 ** -d).round().mul(10 ** -d);
+  }
   isnan(): Self { return this._un(OPS.isnan); }
   logical_not(): Self { return this._un(OPS.logical_not); }
 
@@ -851,9 +862,12 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   // ---- dtype conversion ---------------------------------------------------------------------
   /**
    * Convert to `dtype`, or move to `device` ("cpu", "webgpu": a copy, differentiable; a lazy
-   * tensor is realized first); returns this when nothing changes.
+   * tensor is realized first), or to another tensor's dtype and device; returns this when nothing
+   * changes.
    */
-  to(target: DType | string): Self {
+  to(target: DType | string | Self): Self {
+    // to(other): other's dtype and device (torch.Tensor.to(other))
+    if (typeof target === "object") return this.to(target.dtype).to(target.device);
     if (!(DTYPES as readonly string[]).includes(target)) {
       return target === this.device ? (this as unknown as Self) : this._to_device(target);
     }

@@ -17,6 +17,8 @@ import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, rec
 import { LazyTensor } from "./lazy_tensor.ts";
 import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./readers.ts";
 import { TensorOps } from "./surface.ts";
+import "./shape_ops.ts"; // attaches repeat, flip, roll, ... to TensorOps (declaration merge)
+import "./scatter_ops.ts"; // attaches scatter, scatter_, scatter_reduce
 
 /** torch.view's check: `strides` over `from` must express `shape` without a copy (eager and lazy). */
 export function checkView(from: readonly number[], strides: readonly number[], shape: readonly number[]): void {

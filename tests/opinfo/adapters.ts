@@ -7,6 +7,7 @@
  * cannot express.
  */
 import * as loom from "../../src/index.ts";
+import { SHAPE_ADAPTERS } from "./adapters_shape.ts";
 
 export class Unsupported extends Error {}
 
@@ -17,7 +18,7 @@ export interface Call { input: any; args: any[]; kwargs: Record<string, any>; de
 export interface Adapter { run: (c: Call) => T | T[]; creation?: boolean }
 
 /** Reads positional-or-keyword parameters in order; unknown keywords are Unsupported. */
-function params(c: Call, names: string[], ignore: string[] = []): any[] {
+export function params(c: Call, names: string[], ignore: string[] = []): any[] {
   const known = new Set([...names, ...ignore]);
   for (const k of Object.keys(c.kwargs)) {
     if (k === "device" && (c.kwargs[k] === "cpu" || c.kwargs[k] === null)) continue;
@@ -32,7 +33,7 @@ const dtypeOf = (d: any): loom.DType | undefined => {
   if (!(d instanceof DT)) throw new Unsupported(`dtype argument ${d}`);
   return d.name as loom.DType;
 };
-const isT = (v: any): v is T => v instanceof loom.Tensor || v instanceof loom.LazyTensor;
+export const isT = (v: any): v is T => v instanceof loom.Tensor || v instanceof loom.LazyTensor;
 
 /** Ops whose torch form takes a Python scalar as self: Loom's free functions (loom.mul(2.5, t)) wrap it as torch does. */
 const SCALAR_SELF = new Set(["add", "sub", "mul", "div", "floor_divide", "remainder", "pow"]);
@@ -114,6 +115,7 @@ const NORM: Adapter = {
 const shapeArg = (args: any[]): number[] => (args.length === 1 && Array.isArray(args[0]) ? args[0] : args);
 
 export const ADAPTERS: Record<string, Adapter> = {
+  ...SHAPE_ADAPTERS, // tests/opinfo/adapters_shape.ts
   add: withAlpha("add"),
   sub: withAlpha("sub"),
   ...Object.fromEntries(["mul", "floor_divide", "remainder", "pow", "maximum", "minimum",

@@ -2,6 +2,7 @@
 """Goldens from PyTorch's own OpInfo database for every op Loom has.
 
 Run:  /usr/bin/python3 tests/opinfo/gen_opinfo_goldens.py   (rewrites tests/opinfo/goldens/*.json)
+      /usr/bin/python3 tests/opinfo/gen_opinfo_goldens.py flip roll   (rewrites only those entries)
 
 Source: torch.testing._internal.common_methods_invocations.op_db (Debian python3-torch 1.13).
 For each OpInfo entry in LOOM_OPS and each dtype Loom has (float64, float32, int64, int32, bool;
@@ -72,6 +73,10 @@ nn.functional.linear nn.functional.one_hot cat stack split split.list_args chunk
 scatter_add index_select index_add reshape reshape_as view view_as permute transpose t mT expand
 expand_as squeeze unsqueeze flatten unflatten narrow contiguous clone sum_to_size
 arange linspace zeros ones zeros_like ones_like full_like eye
+repeat tile repeat_interleave flip fliplr flipud roll select outer diag diagonal masked_select nonzero
+scatter scatter_reduce.sum scatter_reduce.prod scatter_reduce.mean scatter_reduce.amax scatter_reduce.amin
+round.decimals_0 round.decimals_3 round.decimals_neg_3 einsum
+nn.functional.pad.constant nn.functional.pad.reflect nn.functional.pad.replicate nn.functional.pad.circular
 """.split()
 
 DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.int64: "int64",
@@ -327,12 +332,17 @@ def main():
     missing = [n for n in LOOM_OPS if n not in by_name]
     if missing:
         sys.exit(f"not in this torch's op_db: {missing}")
+    only = sys.argv[1:]
+    unknown = [n for n in only if n not in LOOM_OPS]
+    if unknown:
+        sys.exit(f"not in LOOM_OPS: {unknown}")
     os.makedirs(OUT_DIR, exist_ok=True)
-    for f in os.listdir(OUT_DIR):
-        if f.endswith(".json"):
-            os.remove(os.path.join(OUT_DIR, f))
+    if not only:
+        for f in os.listdir(OUT_DIR):
+            if f.endswith(".json"):
+                os.remove(os.path.join(OUT_DIR, f))
     total = 0
-    for n in LOOM_OPS:
+    for n in only or LOOM_OPS:
         name, recs = gen_op(by_name[n])
         path = os.path.join(OUT_DIR, f"{name}.json")
         with open(path, "w") as f:
