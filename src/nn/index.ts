@@ -31,6 +31,13 @@ export {
 export { LayerNorm, RMSNorm, type LayerNormOptions, type RMSNormOptions } from "./normalization.ts";
 export { Sequential, ModuleList, ModuleDict } from "./container.ts";
 export { CausalSelfAttention, type CausalSelfAttentionOptions } from "./attention.ts";
+export {
+  MultiheadAttention, type MultiheadAttentionOptions, type MultiheadAttentionForwardOptions,
+} from "./multihead_attention.ts";
+export {
+  TransformerEncoder, TransformerEncoderLayer, deepcopy_module, type TransformerActivation,
+  type TransformerEncoderForwardOptions, type TransformerEncoderLayerForwardOptions, type TransformerEncoderLayerOptions,
+} from "./transformer.ts";
 export { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";
 export * as init from "./init.ts";
 export * as functional from "./functional.ts";
