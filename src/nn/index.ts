@@ -35,7 +35,7 @@ export {
   MultiheadAttention, type MultiheadAttentionOptions, type MultiheadAttentionForwardOptions,
 } from "./multihead_attention.ts";
 export {
-  TransformerEncoder, TransformerEncoderLayer, deepcopy_module, type TransformerActivation,
+  TransformerEncoder, TransformerEncoderLayer, deepcopy_module, type EncoderLayerLike, type TransformerActivation,
   type TransformerEncoderForwardOptions, type TransformerEncoderLayerForwardOptions, type TransformerEncoderLayerOptions,
 } from "./transformer.ts";
 export { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";

@@ -132,7 +132,7 @@ export class TransformerEncoderLayer extends Module {
 }
 
 /** A module layer with the encoder-layer call signature (TransformerEncoderLayer or a user's). */
-type EncoderLayerLike = Module & {
+export type EncoderLayerLike = Module & {
   forward<S extends TensorOps<S>>(src: S, opts?: TransformerEncoderLayerForwardOptions<S>): S;
 };
 
@@ -140,8 +140,8 @@ type EncoderLayerLike = Module & {
  * A stack of num_layers deep copies of encoder_layer, then an optional norm
  * (torch.nn.TransformerEncoder). Input and output as the layer's.
  */
-export class TransformerEncoder extends Module {
-  layers: ModuleList<EncoderLayerLike>;
+export class TransformerEncoder<L extends EncoderLayerLike = TransformerEncoderLayer> extends Module {
+  layers: ModuleList<L>;
   readonly num_layers: number;
   norm: Module | null;
 
@@ -150,7 +150,7 @@ export class TransformerEncoder extends Module {
    *   deepcopy); the given layer itself is not used
    * @throws LoomValueError unless num_layers is a non-negative integer
    */
-  constructor(encoder_layer: EncoderLayerLike, num_layers: number, norm: Module | null = null) {
+  constructor(encoder_layer: L, num_layers: number, norm: Module | null = null) {
     super();
     if (!Number.isInteger(num_layers) || num_layers < 0) throw new LoomValueError(`[TransformerEncoder] num_layers must be a non-negative integer, got ${num_layers}`);
     this.layers = _get_clones(encoder_layer, num_layers);
