@@ -248,7 +248,7 @@ export class GPT extends nn.Module {
    */
   override forward_lazy<S extends TensorOps<S>>(idx: S, targets: S | null = null): [S, S | null] {
     const device = idx.device;
-    const [b, t] = idx.size() as [number, number];
+    const [_b, t] = idx.size() as [number, number]; // Loom: b is unused, as in nanoGPT
     if (!(t <= this.config.block_size)) throw new loom.LoomValueError(`Cannot forward sequence of length ${t}, block size is only ${this.config.block_size}`);
     // Loom: a tensor made inside forward is lifted to the input's kind, like a parameter
     const pos = nn.lift(loom.arange(0, t, 1, { dtype: "int64", device }), idx); // shape (t)
@@ -272,7 +272,6 @@ export class GPT extends nn.Module {
       logits = this.lm_head.forward(x.index(":", [-1], ":")); // note: using list [-1] to preserve the time dim
       loss = null;
     }
-    void b;
     return [logits, loss];
   }
   // Loom: Module.forward returns `any`; a typed override per module gives callers the tuple type
