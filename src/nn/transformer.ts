@@ -184,9 +184,9 @@ function _get_clones<M extends Module>(module: M, N: number): ModuleList<M> {
 /**
  * A deep copy of a module (Python's copy.deepcopy on an nn.Module): a new object of the same
  * class with every submodule, Parameter (requires_grad kept, gradient not copied) and buffer
- * copied, ties within the module kept (one copy per original). Maps and arrays are copied,
- * other values (numbers, strings, functions, generators) shared. Forward/backward hooks are
- * not copied.
+ * copied, ties within the module kept (one copy per original). Maps, arrays and plain objects
+ * are copied; other class instances (a Generator, a config object), functions and primitives are
+ * shared, unlike Python's deepcopy. Forward/backward hooks are not copied.
  */
 export function deepcopy_module<M extends Module>(module: M): M {
   const memo = new Map<unknown, unknown>();
@@ -213,8 +213,13 @@ export function deepcopy_module<M extends Module>(module: M): M {
       memo.set(v, a);
       for (const x of v) a.push(copy(x));
       return a;
+    } else if (Object.getPrototypeOf(v) === Object.prototype) {
+      const o: Record<string, unknown> = {};
+      memo.set(v, o);
+      for (const [k, x] of Object.entries(v)) o[k] = copy(x);
+      return o;
     } else {
-      out = v; // class instances (Generator, ...) and plain option objects are shared
+      out = v; // other class instances (a Generator, a config object) are shared
     }
     memo.set(v, out);
     return out;

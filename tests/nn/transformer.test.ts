@@ -147,6 +147,15 @@ describe("MultiheadAttention API", () => {
     expectClose(o.eval(), { shape: [3, 2, 4], dtype: "float32", data: Array.from(oe.dataSync()) }, { rtol: 1e-6, atol: 1e-7, what: "lazy output" });
     expectClose(w!.eval(), { shape: [2, 3, 3], dtype: "float32", data: Array.from(we!.dataSync()) }, { rtol: 1e-6, atol: 1e-7, what: "lazy weights" });
   });
+  test("a fully masked query row gives NaN, as torch (both paths)", () => {
+    loom.manual_seed(0);
+    const m = new nn.MultiheadAttention(4, 2, { batch_first: true });
+    const x = loom.randn([1, 2, 4]);
+    const kpm = loom.tensor([[true, true]]);
+    const [o, w] = m.call(x, x, x, { key_padding_mask: kpm });
+    const [o2] = m.call(x, x, x, { key_padding_mask: kpm, need_weights: false });
+    for (const t of [o, w!, o2]) expect(Array.from(t.dataSync()).every(Number.isNaN)).toBe(true);
+  });
   test("typed errors name the module and the shapes", () => {
     expectThrown(() => new nn.MultiheadAttention(6, 4), loom.LoomValueError, "[MultiheadAttention] embed_dim (6) must be divisible by num_heads (4)");
     const m = new nn.MultiheadAttention(4, 2);
