@@ -415,7 +415,7 @@ export class GPT extends nn.Module {
       // optionally crop the logits to only the top k options
       if (top_k !== null) {
         const [v] = topk(logits, Math.min(top_k, logits.size(-1)));
-        logits = logits.masked_fill(logits.lt(v.index(":", [-1])), -Infinity); // logits[logits < v[:, [-1]]] = -float('Inf')
+        logits.set(logits.lt(v.index(":", [-1])), -Infinity); // logits[logits < v[:, [-1]]] = -float('Inf')
       }
       // apply softmax to convert logits to (normalized) probabilities
       const probs = F.softmax(logits, -1);
