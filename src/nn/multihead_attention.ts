@@ -54,6 +54,12 @@ export interface MultiheadAttentionForwardOptions<S> {
   is_causal?: boolean;
 }
 
+/**
+ * The output projection's class in torch (a Linear that dynamic quantization leaves alone); the
+ * same Linear here, named as torch so the module prints as torch's.
+ */
+export class NonDynamicallyQuantizableLinear extends Linear {}
+
 /** Additive float mask from a bool (true → -inf) or float mask, in dtype. */
 function additive<S extends TensorOps<S>>(op: string, name: string, m: S, dtype: DType): S {
   if (m.dtype === "bool") return m.full_like(0, dtype).masked_fill(m, -Infinity);
@@ -83,7 +89,7 @@ export class MultiheadAttention extends Module {
   k_proj_weight: Parameter | null = null;
   v_proj_weight: Parameter | null = null;
   in_proj_bias: Parameter | null = null;
-  out_proj: Linear;
+  out_proj: NonDynamicallyQuantizableLinear;
   bias_k: Parameter | null = null;
   bias_v: Parameter | null = null;
   readonly embed_dim: number;
@@ -125,7 +131,7 @@ export class MultiheadAttention extends Module {
       this.v_proj_weight = new Parameter(zeros([embed_dim, this.vdim], { dtype }));
     }
     if (bias) this.in_proj_bias = new Parameter(zeros([3 * embed_dim], { dtype }));
-    this.out_proj = new Linear(embed_dim, embed_dim, { bias, dtype, generator: opts.generator });
+    this.out_proj = new NonDynamicallyQuantizableLinear(embed_dim, embed_dim, { bias, dtype, generator: opts.generator });
     if (opts.add_bias_kv) {
       this.bias_k = new Parameter(zeros([1, 1, embed_dim], { dtype }));
       this.bias_v = new Parameter(zeros([1, 1, embed_dim], { dtype }));

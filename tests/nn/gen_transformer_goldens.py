@@ -141,7 +141,14 @@ cases.append(encoder_case("encoder_relu_norm_first", dict(d_model=D, nhead=NH, d
 cases.append(encoder_case("encoder_gelu_post_norm_batch_first", dict(d_model=D, nhead=NH, dim_feedforward=FF, dropout=0.0, activation="gelu", batch_first=True),
                           torch.randn(N, T, D), num_layers=2, fwd=dict(src_key_padding_mask=src_kpm)))
 
+# str(module), to check Loom's toString
+reprs = {
+    "mha": str(nn.MultiheadAttention(8, 2)),
+    "layer": str(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)),
+    "encoder": str(nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16), 2, norm=nn.LayerNorm(8), enable_nested_tensor=False)),
+}
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transformer_goldens.json")
 with open(out, "w") as f:
-    json.dump({"torch": torch.__version__, "cases": cases}, f)
+    json.dump({"torch": torch.__version__, "cases": cases, "reprs": reprs}, f)
 print(f"wrote {len(cases)} cases to {out}")

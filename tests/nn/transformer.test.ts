@@ -28,7 +28,7 @@ interface Case {
   query_grad: Arr; key_grad?: Arr; value_grad?: Arr;
   param_grads: Record<string, Arr | null>;
 }
-const golden = readGolden<{ torch: string; cases: Case[] }>(new URL("./transformer_goldens.json", import.meta.url));
+const golden = readGolden<{ torch: string; cases: Case[]; reprs: Record<string, string> }>(new URL("./transformer_goldens.json", import.meta.url));
 
 /** The Loom module with the torch constructor arguments of the case (same names, options object). */
 function build(c: Case): nn.Module {
@@ -170,6 +170,12 @@ describe("MultiheadAttention API", () => {
 });
 
 describe("TransformerEncoder API", () => {
+  test("modules print as torch's", () => {
+    expect(new nn.MultiheadAttention(8, 2).toString()).toBe(golden.reprs.mha!);
+    expect(new nn.TransformerEncoderLayer(8, 2, { dim_feedforward: 16, dropout: 0 }).toString()).toBe(golden.reprs.layer!);
+    const enc = new nn.TransformerEncoder(new nn.TransformerEncoderLayer(8, 2, { dim_feedforward: 16 }), 2, new nn.LayerNorm(8));
+    expect(enc.toString()).toBe(golden.reprs.encoder!);
+  });
   test("layers are deep copies: equal values, distinct parameters, the given layer unused", () => {
     loom.manual_seed(1);
     const layer = new nn.TransformerEncoderLayer(8, 2, { dim_feedforward: 16, dropout: 0 });
