@@ -147,7 +147,8 @@ describe.each(BACKENDS)("nanoGPT training on %s", (backend) => {
   });
 });
 
-describe("generate", () => {
+describe.each(BACKENDS)("generate on %s", (backend) => {
+  useBackend(backend);
   test("top_k sampling is reproducible given a generator and stays within the top k", () => {
     loom.manual_seed(8);
     const m = new GPT(tiny()).eval();
@@ -193,7 +194,8 @@ describe("generate", () => {
   });
 });
 
-describe("from_pretrained", () => {
+describe.each(BACKENDS)("from_pretrained on %s", (backend) => {
+  useBackend(backend);
   test("a Hugging Face GPT-2 directory: Conv1D weights transposed, logits equal GPT2LMHeadModel's", () => {
     const dir = new URL("../models/fixtures/tiny_gpt2", import.meta.url).pathname;
     const m = GPT.from_pretrained(dir);

@@ -108,6 +108,30 @@ describe.each(BACKENDS)("transformer modules match torch %s on %s".replace("%s",
   }
 });
 
+describe("MultiheadAttention on js in float64", () => {
+  useBackend("js");
+  test("gradients of query, key, value and masked scores match central finite differences (float64, js)", () => {
+    loom.manual_seed(11);
+    const m = new nn.MultiheadAttention(4, 2, { kdim: 3, vdim: 5, add_bias_kv: true, dtype: "float64" });
+    const q = loom.randn([3, 2, 4], { dtype: "float64" }).requires_grad_(true);
+    const k = loom.randn([2, 2, 3], { dtype: "float64" }).requires_grad_(true);
+    const v = loom.randn([2, 2, 5], { dtype: "float64" }).requires_grad_(true);
+    const attn_mask = loom.randn([3, 2], { dtype: "float64" });
+    const key_padding_mask = loom.tensor([[false, true], [false, false]]);
+    const prev = loom.nn.get_execution_mode();
+    nn.set_execution_mode("eager");
+    try {
+      const fails = loom.gradcheck((a, b, c) => {
+        const [o, w] = m.call(a, b, c, { attn_mask, key_padding_mask, average_attn_weights: false });
+        return [o, w!];
+      }, [q, k, v]);
+      expect(fails).toEqual([]);
+    } finally {
+      nn.set_execution_mode(prev);
+    }
+  });
+});
+
 describe("MultiheadAttention API", () => {
   test("parameter names, shapes and order are torch's (state dict keys of the goldens)", () => {
     for (const c of golden.cases) {
