@@ -37,6 +37,13 @@ export {
 export { BatchNorm1d, BatchNorm2d, GroupNorm, type BatchNormOptions, type GroupNormOptions } from "./batchnorm.ts";
 export { Sequential, ModuleList, ModuleDict } from "./container.ts";
 export { CausalSelfAttention, type CausalSelfAttentionOptions } from "./attention.ts";
+export {
+  MultiheadAttention, type MultiheadAttentionOptions, type MultiheadAttentionForwardOptions,
+} from "./multihead_attention.ts";
+export {
+  TransformerEncoder, TransformerEncoderLayer, deepcopy_module, type EncoderLayerLike, type TransformerActivation,
+  type TransformerEncoderForwardOptions, type TransformerEncoderLayerForwardOptions, type TransformerEncoderLayerOptions,
+} from "./transformer.ts";
 export { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";
 export * as init from "./init.ts";
 export * as functional from "./functional.ts";
