@@ -32,8 +32,10 @@ const G: Goldens = JSON.parse(readFileSync(new URL("./llama_goldens.json", impor
 const { B, T } = G;
 const H = G.config.hidden_size;
 
-// float32 against torch's float64 through one block (|out| up to ~10): measured worst errors are
-// about 2e-6 (outputs) and 1e-5 (gradients); the wrong variants are >= 3 away
+// float32 against torch's float64 through one block (|out| up to ~10, gradients up to ~45): measured
+// on js, max |diff| 1.9e-6 for the outputs, 2.4e-5 for the parameter gradients, 2.3e-3 for the
+// input gradient at the token scaled by 1e-3 (there the gradient is ~1/rms ≈ 1000× larger; within
+// rtol); the wrong variants are >= 3.1 away
 const ATOL = 1e-4, RTOL = 1e-4;
 
 function maxExcess(y: ArrayLike<number>, ref: ArrayLike<number>): { excess: number; diff: number } {
