@@ -97,7 +97,7 @@ export class LlamaRotaryEmbedding extends nn.Module {
     super();
     const dim = config.head_dim;
     const exponent = loom.arange(0, dim, 2, { dtype: "int64" }).float().div(dim);
-    this.register_buffer("inv_freq", loom.full([dim / 2], config.rope_theta).pow(exponent).reciprocal(), false);
+    this.register_buffer("inv_freq", loom.pow(config.rope_theta, exponent).reciprocal(), false); // 1 / base ** (arange(0, dim, 2) / dim)
   }
 
   /**

@@ -31,6 +31,7 @@ interface Goldens {
 const G: Goldens = JSON.parse(readFileSync(new URL("./llama_goldens.json", import.meta.url), "utf8"));
 const { B, T } = G;
 const H = G.config.hidden_size;
+const F32 = { dtype: "float32" } as const; // JS numbers do not tell 1.0 from 1: say float32
 
 // float32 against torch's float64 through one block (|out| up to ~10, gradients up to ~45): measured
 // on js, max |diff| 1.9e-6 for the outputs, 2.4e-5 for the parameter gradients, 2.3e-3 for the
@@ -56,11 +57,11 @@ const expectClose = (y: ArrayLike<number>, ref: ArrayLike<number>, what: string)
 function build(): LlamaDecoder {
   const config = new LlamaConfig({ ...G.config, num_hidden_layers: 1, max_position_embeddings: 16 });
   const model = new LlamaDecoder(config);
-  const sd = Object.fromEntries(Object.entries(G.params).map(([k, v]) => [k, loom.tensor(v.data).view(v.shape)]));
+  const sd = Object.fromEntries(Object.entries(G.params).map(([k, v]) => [k, loom.tensor(v.data, F32).view(v.shape)]));
   model.layers.get(0).load_state_dict(sd); // strict: HF's names, all of them
   return model;
 }
-const input = () => loom.tensor(G.x).view(B, T, H);
+const input = () => loom.tensor(G.x, F32).view(B, T, H);
 
 /** Full forward and backward of loss = sum(out · w) in one execution mode. */
 function fullRun(mode: nn.ExecutionMode): { out: Float64Array; grads: Record<string, Float64Array> } {
@@ -68,7 +69,7 @@ function fullRun(mode: nn.ExecutionMode): { out: Float64Array; grads: Record<str
   const x = input().requires_grad_();
   return nn.with_execution_mode(mode, () => {
     const out = model.call(x) as loom.Tensor;
-    out.mul(loom.tensor(G.w).view(B, T, H)).sum().backward();
+    out.mul(loom.tensor(G.w, F32).view(B, T, H)).sum().backward();
     const grads: Record<string, Float64Array> = { x: x.grad!.dataSync() };
     for (const [n, p] of model.layers.get(0).named_parameters()) grads[n] = p.grad!.dataSync();
     return { out: out.dataSync(), grads };
@@ -76,20 +77,24 @@ function fullRun(mode: nn.ExecutionMode): { out: Float64Array; grads: Record<str
 }
 
 /** Prefill 4 positions, then 3 decode steps, in one execution mode: outputs and plan compiles after each call. */
-function cachedRun(mode: nn.ExecutionMode): { steps: Float64Array[]; misses: number[] } {
+function cachedRun(mode: nn.ExecutionMode): { steps: Float64Array[]; misses: number[]; realizes: number[] } {
   const model = build();
   const x = input();
   const cache = make_static_cache(model.config, { max_batch_size: B, max_cache_len: 16 });
-  const steps: Float64Array[] = [], misses: number[] = [];
+  const steps: Float64Array[] = [], misses: number[] = [], realizes: number[] = [];
   const m0 = loom.planCacheStats.misses;
+  let r0 = 0;
   nn.with_execution_mode(mode, () => loom.no_grad(() => {
     for (const [start, len] of [[0, 4], [4, 1], [5, 1], [6, 1]] as const) {
-      steps.push((model.call(x.narrow(1, start, len), { past_key_values: cache }) as loom.Tensor).dataSync());
+      const xs = x.narrow(1, start, len).contiguous().clone(); // its own tensor: its realize is not the step's
+      r0 = loom.realizeStats.realizes;
+      steps.push((model.call(xs, { past_key_values: cache }) as loom.Tensor).dataSync());
       misses.push(loom.planCacheStats.misses - m0);
+      realizes.push(loom.realizeStats.realizes - r0);
     }
   }));
   expect(cache.get_seq_length()).toBe(T);
-  return { steps, misses };
+  return { steps, misses, realizes };
 }
 
 /** out[:, start:start+len] of a [B, T, H] golden. */
@@ -101,8 +106,8 @@ function positions(flat: readonly number[], start: number, len: number): number[
 
 describe("building blocks", () => {
   test("rotate_half is cat(-x2, x1); repeat_kv gives query head h the KV head ⌊h / n_rep⌋", () => {
-    expect(Array.from(rotate_half(loom.tensor([1, 2, 3, 4, 5, 6])).dataSync())).toEqual([-4, -5, -6, 1, 2, 3]);
-    const kv = loom.tensor([10, 20]).view(1, 2, 1, 1); // two KV heads
+    expect(Array.from(rotate_half(loom.tensor([1, 2, 3, 4, 5, 6], F32)).dataSync())).toEqual([-4, -5, -6, 1, 2, 3]);
+    const kv = loom.tensor([10, 20], F32).view(1, 2, 1, 1); // two KV heads
     expect(Array.from(repeat_kv(kv, 2).dataSync())).toEqual([10, 10, 20, 20]); // not [10, 20, 10, 20]
   });
 
@@ -152,6 +157,7 @@ describe.each(BACKENDS)("Llama block on %s", (backend) => {
     expect(lazy.misses[0]).toBeLessThanOrEqual(1);
     expect(lazy.misses.at(-1)).toBeLessThanOrEqual(2);
     expect(lazy.misses[3]).toBe(lazy.misses[1]);
+    expect(lazy.realizes).toEqual([1, 1, 1, 1]); // each call (output and both cache writes) is one plan run
   });
 
   test("decoding past the cache's T_max is an error before anything is written", () => {
