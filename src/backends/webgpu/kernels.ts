@@ -14,7 +14,7 @@ import type { ArgAttrs, CumsumAttrs } from "../../graph/ops/reduce.ts";
 import type { LoraAttrs } from "../../graph/ops/lora.ts";
 import type { DimAttrs, SliceBackwardAttrs } from "../../graph/ops/movement.ts";
 import { indexError, type IndexAttrs, type TriAttrs } from "../../graph/ops/linalg_index.ts";
-import { LoomShapeError } from "../../tensor/errors.ts";
+import { LoomError, LoomShapeError } from "../../tensor/errors.ts";
 import { normalizeDim } from "../../tensor/shape.ts";
 import { storeExpr, WGSL_COMMON } from "./dtype.ts";
 import { collapse, contiguous, groupsFor, linearIndex, numelOf, type Ctx, type OpsOfKind, type View } from "./context.ts";
@@ -235,6 +235,14 @@ const cumsum: Launch = (ctx, [x], a: CumsumAttrs, out) => {
   launchCumsum(ctx, x!, nd === 0 ? 0 : normalizeDim("cumsum", a.dim, nd), a.reverse, out);
 };
 
+/**
+ * argsort (sort/topk/kthvalue) has no WGSL kernel yet and the GPU queue cannot run a host kernel
+ * in the middle of a submission: refuse with a typed error instead of a wrong result.
+ */
+const argsort: Launch = () => {
+  throw new LoomError("[argsort] sort/topk/argsort/kthvalue have no webgpu kernel yet: run them on a js or native tensor (x.to(\"cpu\"))");
+};
+
 /** A 0-d operand as [1] (stride 0): PyTorch's index ops treat a scalar as a 1-element vector along dim 0. */
 const rank1 = (v: View): View => (v.shape.length ? v : { ...v, shape: [1], strides: [0] });
 /** The index kernels see 0-d inputs and outputs as 1-element vectors (one element either way). */
@@ -242,7 +250,7 @@ const atLeast1d = (launch: Launch): Launch => (ctx, ins, a, out) => launch(ctx, 
 
 /** Every kernel op of the registry, on the GPU. */
 export const KERNELS = {
-  matmul, gather: atLeast1d(gather), scatter_add: atLeast1d(scatter_add), index_select: atLeast1d(index_select), index_add: atLeast1d(index_add), tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum,
+  matmul, gather: atLeast1d(gather), scatter_add: atLeast1d(scatter_add), index_select: atLeast1d(index_select), index_add: atLeast1d(index_add), tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum, argsort,
 } satisfies Record<OpsOfKind<"kernel">, Launch>;
 
 export function checkRank(op: string, shape: readonly number[], max = 12): void {
