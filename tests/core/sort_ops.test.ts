@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import * as loom from "../../src/index.ts";
 import { nativeBackend } from "../../src/backends/native/backend.ts";
-import { BACKENDS, useBackend } from "../backends.ts";
+import { BACKENDS, WEBGPU, useBackend } from "../backends.ts";
 import { expectClose, fromArr, type Arr } from "../nn/helpers.ts";
 import { thrown } from "../thrown.ts";
 
@@ -36,13 +36,13 @@ function call<S extends loom.TensorOps<S>>(c: Case, x: S): [S | null, S] {
 const list = (t: { shape: readonly number[]; dtype: string; dataSync(): Float64Array }) => ({ shape: [...t.shape], dtype: t.dtype, data: Array.from(t.dataSync()) });
 
 /** Values, indices and the input's gradient (backward of sum(values * grad_output)). */
-function run(c: Case, lazy: boolean) {
-  const leaf = fromArr(c.input);
+function run(c: Case, lazy: boolean, device = "cpu") {
+  const leaf = fromArr(c.input).to(device);
   if (leaf.is_floating_point()) leaf.requires_grad_(true);
   const [v, i] = call(c, (lazy ? leaf.lazy() : leaf) as any) as [loom.Tensor | null, loom.Tensor];
   let grad: number[] | null = null;
   if (v && c.grad_output) {
-    const g = fromArr(c.grad_output);
+    const g = fromArr(c.grad_output).to(device);
     (v as any).mul(lazy ? g.lazy() : g).sum().backward();
     grad = Array.from(leaf.grad!.dataSync());
   }
@@ -63,6 +63,19 @@ describe.each(BACKENDS)("sort, argsort, msort, topk, kthvalue match torch on %s"
       if (c.grad) expectClose(e.grad!, c.grad, { rtol: 0, atol: 0, what: `${c.name} grad` }); // scattered, not summed: exact
       const l = loom.with_compiler_options({ tolerance: "exact" }, () => run(c, true));
       expect(l).toEqual(e);
+    });
+  }
+});
+
+// WGSL has no f64 (float64 cases are left to js/native); the argsort kernel ranks by counting
+describe.if(WEBGPU)("sort, argsort, msort, topk, kthvalue match torch on webgpu", () => {
+  for (const c of golden.cases.filter((k) => k.input.dtype !== "float64")) {
+    test(c.name, () => {
+      const e = run(c, false, "webgpu");
+      expect(e.indices).toEqual(c.indices);
+      if (c.values) expectClose(e.values!.data, c.values, { rtol: 0, atol: 0, what: `${c.name} values` });
+      if (c.grad) expectClose(e.grad!, c.grad, { rtol: 0, atol: 0, what: `${c.name} grad` });
+      expect(run(c, true, "webgpu")).toEqual(e);
     });
   }
 });

@@ -3,8 +3,9 @@
  * (src/lazy/sort_ops.ts) as this op followed by `gather`, so their values get gather's gradient
  * (scatter_add of the gradient into the sorted positions, which is torch's sort/topk backward)
  * and the indices have none. A sort is not expressible with the elementwise/reduce ops, so it is
- * a kernel op; backends without a kernel for it (native, webgpu) run this reference (the js
- * backend's kernel), as they do for any op they lack.
+ * a kernel op. webgpu ranks by counting (src/backends/webgpu/kernels.ts); native has no kernel
+ * for it and runs this reference (the js backend's kernel) eagerly and inside plans, as it does
+ * for any op it lacks.
  */
 import { LoomIndexError, fmtShape } from "../../tensor/errors.ts";
 import { toFloat64 } from "../../tensor/storage.ts";
