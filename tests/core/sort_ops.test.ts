@@ -110,6 +110,21 @@ describe.each(BACKENDS)("semantics on %s", (backend) => {
     expect(x.argsort(0, true).tolist()).toEqual([0, 2, 4, 1, 3]);
     expect(x.argsort({ stable: false }).tolist()).toEqual([1, 3, 0, 2, 4]);
   });
+  test("topk of long rows (bounded-heap path) equals the first k of the full sort, ties and NaN included", () => {
+    const g = new loom.Generator(4);
+    const vals = Array.from({ length: 3 * 400 }, () => { const u = g.uniform53(); return u < 0.02 ? NaN : Math.floor(u * 30) - 15; });
+    const x = loom.tensor(vals, { dtype: "float32" }).reshape([3, 400]);
+    for (const largest of [true, false]) {
+      for (const k of [1, 7, 24]) {
+        const [v, i] = x.topk(k, -1, largest);
+        const full = x.sort(-1, largest);
+        expect(i.tolist()).toEqual(full.indices.narrow(1, 0, k).tolist());
+        expect(v.tolist()).toEqual(full.values.narrow(1, 0, k).tolist());
+      }
+    }
+    const t = x.transpose(0, 1); // strided input, topk over dim 0
+    expect(t.topk(5, 0).indices.tolist()).toEqual(t.sort(0, true).indices.narrow(0, 0, 5).tolist());
+  });
   test("float16 and bfloat16 sort by value (decoded), not by their bits", () => {
     for (const dtype of ["float16", "bfloat16"] as const) {
       const x = loom.tensor([1.5, -2, 0.25, -0.5], { dtype });

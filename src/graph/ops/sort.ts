@@ -73,12 +73,57 @@ export const argsort: KernelOp<ArgsortAttrs> = defineOp<ArgsortAttrs, KernelOp<A
           idx[j] = j;
           key[j] = v[base + j * inner]!;
         }
-        idx.sort(cmp);
         const ob = o * k * inner + i;
-        for (let r = 0; r < k; r++) out.data[ob + r * inner] = idx[r]!;
+        if (k * 16 < n) {
+          // topk of a long row (sampling over a vocabulary): the first k under the same total order
+          // (value, then index) kept in a bounded heap, O(n log k); then sorted as the full sort would
+          const top = firstK(idx, n, k, cmp);
+          for (let r = 0; r < k; r++) out.data[ob + r * inner] = top[r]!;
+        } else {
+          idx.sort(cmp);
+          for (let r = 0; r < k; r++) out.data[ob + r * inner] = idx[r]!;
+        }
       }
     }
   },
   describe: (a) => `dim=${a.dim}${a.descending ? " descending" : ""} k=${a.k}`,
 });
 
+
+/**
+ * The first k of positions 0..n-1 under `cmp` (a total order: ties broken by position), in order.
+ * A max-heap on `cmp` of size k holds the best k seen; its root is the worst of them.
+ */
+function firstK(scratch: number[], n: number, k: number, cmp: (p: number, q: number) => number): number[] {
+  if (k === 0) return [];
+  const h = scratch; // reused: h[0..size) is the heap
+  let size = 0;
+  const down = (i: number): void => {
+    for (;;) {
+      const l = 2 * i + 1, r = l + 1;
+      let m = i;
+      if (l < size && cmp(h[l]!, h[m]!) > 0) m = l;
+      if (r < size && cmp(h[r]!, h[m]!) > 0) m = r;
+      if (m === i) return;
+      const t = h[i]!; h[i] = h[m]!; h[m] = t;
+      i = m;
+    }
+  };
+  for (let j = 0; j < n; j++) {
+    if (size < k) {
+      // sift up
+      let i = size++;
+      h[i] = j;
+      while (i > 0) {
+        const p = (i - 1) >> 1;
+        if (cmp(h[i]!, h[p]!) <= 0) break;
+        const t = h[i]!; h[i] = h[p]!; h[p] = t;
+        i = p;
+      }
+    } else if (cmp(j, h[0]!) < 0) {
+      h[0] = j;
+      down(0);
+    }
+  }
+  return h.slice(0, k).sort(cmp);
+}
