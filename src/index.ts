@@ -12,6 +12,7 @@ export {
   diag, diagonal, flip, fliplr, flipud, masked_select, nonzero, outer, repeat, repeat_interleave, roll, select, tile,
 } from "./lazy/shape_ops.ts";
 export { scatter, scatter_reduce, type ScatterReduce } from "./lazy/scatter_ops.ts";
+export { argsort, kthvalue, msort, multinomial, sort, topk, type ValuesIndices } from "./lazy/sort_ops.ts";
 export { einsum } from "./lazy/einsum.ts";
 export { slice, type IndexItem, type IndexList, type IndexTensor, type Slice } from "./lazy/indexing.ts";
 export { gradcheck, type GradcheckOptions, type GradcheckFailure } from "./lazy/gradcheck.ts";

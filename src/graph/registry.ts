@@ -7,6 +7,7 @@ import * as la from "./ops/linalg_index.ts";
 import * as lora from "./ops/lora.ts";
 import * as mv from "./ops/movement.ts";
 import * as rd from "./ops/reduce.ts";
+import * as so from "./ops/sort.ts";
 import * as fu from "./passes/fused_ops.ts";
 import type { OpDef } from "./op.ts";
 
@@ -28,6 +29,8 @@ export const OPS = {
   // linear algebra and indexing
   matmul: la.matmul, gather: la.gather, scatter_add: la.scatter_add,
   index_select: la.index_select, index_add: la.index_add, tri: la.tri,
+  // sorting (sort/topk/kthvalue are argsort + gather on the surface)
+  argsort: so.argsort,
   // fused ops whose decomposition is their reference
   lora_linear: lora.lora_linear,
 } satisfies Record<string, OpDef>;

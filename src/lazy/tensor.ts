@@ -19,6 +19,7 @@ import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./rea
 import { TensorOps } from "./surface.ts";
 import "./shape_ops.ts"; // attaches repeat, flip, roll, ... to TensorOps (declaration merge)
 import "./scatter_ops.ts"; // attaches scatter, scatter_, scatter_reduce
+import "./sort_ops.ts"; // attaches sort, argsort, msort, topk, kthvalue, multinomial
 
 /** torch.view's check: `strides` over `from` must express `shape` without a copy (eager and lazy). */
 export function checkView(from: readonly number[], strides: readonly number[], shape: readonly number[]): void {

@@ -109,6 +109,8 @@ export const OP_CASES: OpCase[] = [
   { name: "std", inputs: () => [rnd([3, 4])], fn: (a) => a.std(0) },
   { name: "logsumexp", inputs: () => [rnd([3, 4])], fn: (a) => a.logsumexp(-1), second: true },
   { name: "cumsum", inputs: () => [rnd([3, 4])], fn: (a) => a.cumsum(1) },
+  // sort/topk values are argsort + gather (no ties in rnd values: the order is well defined)
+  { name: "sort_topk_kthvalue", inputs: () => [rnd([3, 5])], fn: (a) => [a.sort(1, true).values, a.topk(2, 0).values, a.kthvalue(2).values, a.msort()] },
   { name: "softmax", inputs: () => [rnd([3, 4])], fn: (a) => a.softmax(-1), second: true },
   { name: "log_softmax", inputs: () => [rnd([3, 4])], fn: (a) => a.log_softmax(0) },
   // ---- movement
@@ -156,6 +158,7 @@ export const OP_CASES: OpCase[] = [
   // ---- non-differentiable (eager-vs-lazy and coverage only)
   { name: "comparisons", nondiff: true, inputs: () => [rnd([3, 4]), rnd([4])], fn: (a, b) => [a.eq(b), a.ne(b), a.lt(b), a.le(b), a.gt(b), a.ge(a)] },
   { name: "logical", nondiff: true, inputs: () => [rnd([3, 4])], fn: (a) => [a.gt(0).logical_and(a.lt(0.5)), a.gt(0).logical_or(a.lt(-0.5)), a.gt(0).logical_not(), a.log().isnan()] },
+  { name: "argsort", nondiff: true, inputs: () => [rnd([3, 4])], fn: (a) => [a.argsort(), a.argsort(0, true), a.topk(2).indices] },
   { name: "argmax_argmin", nondiff: true, inputs: () => [rnd([3, 4])], fn: (a) => [a.argmax(), a.argmax(1), a.argmin(0, true), a.max(1).indices] },
   { name: "integer_ops", nondiff: true, inputs: () => [idx([7, -7, 5, -3, 0, 9], [2, 3])], fn: (a) => [a.floor_divide(2), a.remainder(-4), a.sum(1), a.cumsum(0), a.mul(3).sub(1)] },
   { name: "one_hot", nondiff: true, inputs: () => [idx([2, 0, 1, 2])], fn: (a) => loom.one_hot(a, 4) },

@@ -33,6 +33,7 @@ describe("generated native op table", () => {
       if (code < order.length) expect(order[code]).toBe(name);
       else expect(order).not.toContain(name); // native-only instructions (adamw, catalog variants) follow
     }
-    for (const name of order) expect(nb!.lib.opcodes.has(name)).toBe(true); // every registry op has a native kernel today
+    // every registry op has a native kernel today but argsort (sort/topk: the js reference runs it)
+    for (const name of order) expect(nb!.lib.opcodes.has(name)).toBe(name !== "argsort");
   });
 });

@@ -114,8 +114,18 @@ const NORM: Adapter = {
 };
 const shapeArg = (args: any[]): number[] => (args.length === 1 && Array.isArray(args[0]) ? args[0] : args);
 
+/** sort/argsort/msort/topk/kthvalue (src/lazy/sort_ops.ts): results as [values, indices] where torch returns both. */
+const SORT_ADAPTERS: Record<string, Adapter> = {
+  sort: { run: (c) => { const [dim, descending, stable] = params(c, ["dim", "descending", "stable"]); return [...c.input.sort({ dim: dim ?? -1, descending: descending ?? false, stable: stable ?? false })]; } },
+  argsort: { run: (c) => { const [dim, descending, stable] = params(c, ["dim", "descending", "stable"]); return c.input.argsort({ dim: dim ?? -1, descending: descending ?? false, stable: stable ?? false }); } },
+  msort: unary("msort"),
+  topk: { run: (c) => { const [k, dim, largest, sorted] = params(c, ["k", "dim", "largest", "sorted"]); return [...c.input.topk(k, dim ?? -1, largest ?? true, sorted ?? true)]; } },
+  kthvalue: { run: (c) => { const [k, dim, keepdim] = params(c, ["k", "dim", "keepdim"]); return [...c.input.kthvalue(k, dim ?? -1, keepdim ?? false)]; } },
+};
+
 export const ADAPTERS: Record<string, Adapter> = {
   ...SHAPE_ADAPTERS, // tests/opinfo/adapters_shape.ts
+  ...SORT_ADAPTERS,
   add: withAlpha("add"),
   sub: withAlpha("sub"),
   ...Object.fromEntries(["mul", "floor_divide", "remainder", "pow", "maximum", "minimum",

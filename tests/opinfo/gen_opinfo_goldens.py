@@ -77,6 +77,7 @@ repeat tile repeat_interleave flip fliplr flipud roll select outer diag diagonal
 scatter scatter_reduce.sum scatter_reduce.prod scatter_reduce.mean scatter_reduce.amax scatter_reduce.amin
 round.decimals_0 round.decimals_3 round.decimals_neg_3 einsum
 nn.functional.pad.constant nn.functional.pad.reflect nn.functional.pad.replicate nn.functional.pad.circular
+sort argsort msort topk kthvalue
 """.split()
 
 DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.int64: "int64",

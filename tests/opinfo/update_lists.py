@@ -43,6 +43,7 @@ KR=[
  (r'nn\.functional\.layer_norm/float32/', r'.', "D:normalized size 1: the exact result is bias (x - mean(x) = 0 for one element) with a zero input gradient, which Loom gives; torch's float32 CPU kernel is off by up to 6.5e-5 (its one-element mean is inexact)"),
  (r'remainder/', r'.', "remainder(-1e20, -501): Loom computes a - floor(a/b)*b, which loses the answer (0) for large a; torch uses fmod: r = fmod(a, b), plus b when r != 0 and its sign differs from b's (-388). Fix in the js ref and native elementwise.c OP_remainder"),
  (r'pow/int', r'Infinity', "integer pow with a negative exponent: 0 ** -7 gives Infinity stored in an int64 tensor; torch gives 0 (integer pow: 1 for base 1, +-1 for base -1, else 0). Fix the int path of pow on every backend"),
+ (r'(topk|kthvalue)/int(32|64)/', r'mismatch: eager: out\[1\]', "D:indices among equal integer values: torch's CPU topk/kthvalue (partial sort / quickselect) return any of the tied positions, Loom the lowest index first (documented in src/lazy/sort_ops.ts); the values match"),
 ]
 def is0d(sid):
     s=S[sid]; return any(t['shape']==[] for t in s['tensors'])

@@ -1,7 +1,7 @@
 /**
  * WGSL launchers for the registry's `kernel` ops (tsc checks the table covers them all):
  * matmul, indexing (gather/scatter_add, index_select/index_add), tri, cat, slice_backward,
- * argmax/argmin, cumsum and the fused lora_linear.
+ * argmax/argmin, cumsum, argsort and the fused lora_linear.
  *
  * Scatters are deterministic: one thread per output lane walks the indexed dim in order, so
  * there are no atomics and sums come in the js reference's order. Out-of-range (and negative:
@@ -12,12 +12,13 @@
  */
 import type { ArgAttrs, CumsumAttrs } from "../../graph/ops/reduce.ts";
 import type { LoraAttrs } from "../../graph/ops/lora.ts";
+import type { ArgsortAttrs } from "../../graph/ops/sort.ts";
 import type { DimAttrs, SliceBackwardAttrs } from "../../graph/ops/movement.ts";
 import { indexError, type IndexAttrs, type TriAttrs } from "../../graph/ops/linalg_index.ts";
 import { LoomShapeError } from "../../tensor/errors.ts";
 import { normalizeDim } from "../../tensor/shape.ts";
 import { storeExpr, WGSL_COMMON } from "./dtype.ts";
-import { collapse, contiguous, groupsFor, linearIndex, numelOf, type Ctx, type OpsOfKind, type View } from "./context.ts";
+import { collapse, contiguous, groupsFor, linearIndex, numelOf, padRank, type Ctx, type OpsOfKind, type View } from "./context.ts";
 import { launchElementwise } from "./elementwise.ts";
 import { launchGemm, launchMatmul } from "./matmul.ts";
 import { ERR_WGSL, PARAMS_WGSL } from "./queue.ts";
@@ -235,6 +236,55 @@ const cumsum: Launch = (ctx, [x], a: CumsumAttrs, out) => {
   launchCumsum(ctx, x!, nd === 0 ? 0 : normalizeDim("cumsum", a.dim, nd), a.reverse, out);
 };
 
+/**
+ * argsort (sort/topk/kthvalue): rank by counting, one thread per element. Element j of a lane
+ * has rank r = #{m : m comes before j} in the reference's order (NaN largest, ties by index, so
+ * ranks are a permutation) and writes out[r] = j when r < k. O(n²) work per lane: fine for the
+ * rows models sort (vocabularies), simple, and equal to the js reference by construction.
+ */
+const argsort: Launch = (ctx, [x0], a: ArgsortAttrs, out) => {
+  const x = rank1(x0!);
+  const nd = x.shape.length, dim = a.dim;
+  const n = x.shape[dim]!;
+  const ost = contiguous(x.shape.map((s, d) => (d === dim ? a.k : s)));
+  const outer = x.shape.map((_, d) => d).filter((d) => d !== dim);
+  const c = collapse(outer.map((d) => x.shape[d]!), [outer.map((d) => x.strides[d]!), outer.map((d) => ost[d]!)]);
+  const lanes = numelOf(c.shape);
+  const total = lanes * n;
+  if (total === 0 || a.k === 0) return;
+  const no = padRank(c.shape, c.strides);
+  const S = 6, XS = 6 + no, OS = 6 + 2 * no;
+  const isF = x.t === "f32";
+  // less(p, q): p sorts strictly before q ignoring ties (ascending; NaN is the largest)
+  const less = isF ? "(!is_nan(p) && (is_nan(q) || p < q))" : "(p < q)";
+  const same = isF ? "((is_nan(p) && is_nan(q)) || p == q)" : "(p == q)";
+  const source = `${PARAMS_WGSL}${WGSL_COMMON}
+@group(0) @binding(1) var<storage, read_write> out: array<i32>;
+@group(0) @binding(2) var<storage, read> x: array<${x.t}>;
+fn less(p: ${x.t}, q: ${x.t}) -> bool { return ${less}; }
+fn same(p: ${x.t}, q: ${x.t}) -> bool { return ${same}; }
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: vec3u) {
+  let i = ${linearIndex(64)};
+  if (i >= p(0u)) { return; }
+  let n = p(1u);
+  let l = i / n;
+  let j = i % n;
+  var xb = p(2u);
+  var ob = 0u;
+  ${unravel("l", no, (d) => S + d, [{ v: "xb", stride: (d) => XS + d }, { v: "ob", stride: (d) => OS + d }])}
+  let xs = p(3u);
+  let v = x[xb + j * xs];
+  var r = 0u;
+  for (var m = 0u; m < n; m++) {
+    let w = x[xb + m * xs];
+    if (${a.descending ? "less(v, w)" : "less(w, v)"} || (m < j && same(w, v))) { r++; }
+  }
+  if (r < p(5u)) { out[ob + r * p(4u)] = i32(j); }
+}`;
+  ctx.q.dispatch({ source, access: ["rw", "r"] }, [total, n, x.offset, x.strides[dim]!, ost[dim]!, a.k, ...c.shape, ...c.strides[0]!, ...c.strides[1]!], [out.buf, x.buf], groupsFor(total, 64));
+};
+
 /** A 0-d operand as [1] (stride 0): PyTorch's index ops treat a scalar as a 1-element vector along dim 0. */
 const rank1 = (v: View): View => (v.shape.length ? v : { ...v, shape: [1], strides: [0] });
 /** The index kernels see 0-d inputs and outputs as 1-element vectors (one element either way). */
@@ -242,7 +292,7 @@ const atLeast1d = (launch: Launch): Launch => (ctx, ins, a, out) => launch(ctx, 
 
 /** Every kernel op of the registry, on the GPU. */
 export const KERNELS = {
-  matmul, gather: atLeast1d(gather), scatter_add: atLeast1d(scatter_add), index_select: atLeast1d(index_select), index_add: atLeast1d(index_add), tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum,
+  matmul, gather: atLeast1d(gather), scatter_add: atLeast1d(scatter_add), index_select: atLeast1d(index_select), index_add: atLeast1d(index_add), tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum, argsort,
 } satisfies Record<OpsOfKind<"kernel">, Launch>;
 
 export function checkRank(op: string, shape: readonly number[], max = 12): void {
