@@ -356,40 +356,14 @@ export function clearSymbolic(): void {
   symbolicStats.templates = symbolicStats.probes = symbolicStats.instances = symbolicStats.fixed = 0;
 }
 
-/** Distinct probe values in [lo, the symbol's maximum]: three to fit (the maximum among them), the rest to check. */
-function probeValues(sym: Dim, s: number, lo: number): number[] | null {
-  const hi = sym.max;
+/** Distinct probe values in the symbol's range: three to fit (the maximum among them), the rest to check. */
+function probeValues(sym: Dim, s: number): number[] | null {
+  const lo = Math.max(sym.min, PROBE_MIN), hi = sym.max;
   if (hi - lo < PROBE_SPAN) return null;
   const mid = Math.floor((lo + hi) / 2);
   const pts = [lo, mid, hi, Math.floor((lo + mid) / 2), Math.floor((mid + hi) / 2)];
   if (s >= lo && !pts.includes(s)) pts.push(s);
   return pts;
-}
-
-/** How far above the smallest probe value the search for a valid one goes. */
-const LOW_SEARCH = 64;
-
-/**
- * The smallest size from which the functions describe `g` without special cases: every op's
- * shape infers, and every dim that is at least 2 (or 1) in `g` is at least 2 (or 1) there. A
- * convolution's output length S − k + 1 is empty below k: probes start above that. Null when no
- * size up to LOW_SEARCH above the first candidate qualifies.
- */
-function lowestValid(g: Graph, f: Affine, sym: Dim): number | null {
-  const first = Math.max(sym.min, PROBE_MIN);
-  for (let cand = first; cand <= Math.min(sym.max, first + LOW_SEARCH); cand++) {
-    try {
-      const at = graphAt(g, f, cand);
-      const ok = at.nodes.every((n, i) => n.shape.every((d, j) => {
-        const real = g.nodes[i]!.shape[j]!;
-        return real >= 2 ? d >= 2 : real >= 1 ? d >= 1 : true;
-      }));
-      if (ok) return cand;
-    } catch {
-      // not a valid graph at this size: try the next
-    }
-  }
-  return null;
 }
 
 /** Builds a plan from a simplified graph (compile.ts buildPlan, passed in: it imports this file). */
@@ -425,11 +399,8 @@ export function symbolicPlan(g: Graph, context: string, backend: Backend, tolera
   // learn the functions: solved exactly from an earlier value, else guessed from this one
   const prev = fam.last;
   fam.last = { s, nums: split.nums };
-  // the guess is checked at the middle and the top of the range, where no dim is near empty
-  const span = probeValues(sym, s, Math.max(sym.min, PROBE_MIN));
-  const affine = prev && prev.s !== s && prev.nums.length === split.nums.length ? solve(prev.nums, prev.s, split.nums, s) : span && guess(g, split, s, [span[1]!, span[2]!]);
-  const lo = affine ? lowestValid(g, affine, sym) : null;
-  const pts = lo === null ? null : probeValues(sym, s, lo);
+  const pts = probeValues(sym, s);
+  const affine = prev && prev.s !== s && prev.nums.length === split.nums.length ? solve(prev.nums, prev.s, split.nums, s) : pts && guess(g, split, s, [pts[0]!, pts[2]!]);
   if (!affine || !pts || fam.builds >= 2) {
     fam.dead = !affine || !pts || fam.builds >= 2;
     return fixed();
