@@ -278,9 +278,6 @@ export class GPT extends nn.Module {
   override forward<S extends TensorOps<S>>(idx: S, targets: S | null = null): [S, S | null] {
     return super.forward(idx, targets) as [S, S | null];
   }
-  override call<S extends TensorOps<S>>(idx: S, targets: S | null = null): [S, S | null] {
-    return this.forward(idx, targets);
-  }
 
   crop_block_size(block_size: number): void {
     // model surgery to decrease the block size if necessary

@@ -13,7 +13,7 @@
  */
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { LazyTensor } from "../lazy/lazy_tensor.ts";
-import { TensorOps } from "../lazy/surface.ts";
+import { mixed_lift, TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 
@@ -128,14 +128,17 @@ function deferTree(out: unknown): unknown {
 export function run_forward(fn: (...args: any[]) => unknown, args: unknown[]): unknown {
   // Already inside a lazy forward, lazy inputs, or eager mode: call straight through.
   if (scope || mode === "eager" || anyLazy(args)) return fn(...args);
-  const prev = scope;
+  const prev = scope, prevLift = mixed_lift.fn;
   scope = { grad: new Map(), nograd: new Map() };
+  // parameters, buffers and tensors made inside forward meet the lazy inputs as this call's lifts
+  mixed_lift.fn = liftToLazy;
   let out: unknown;
   try {
     const lazyArgs = args.map((a) => mapTree(a, liftToLazy));
     out = fn(...lazyArgs);
   } finally {
     scope = prev;
+    mixed_lift.fn = prevLift;
   }
   return deferTree(out);
 }
