@@ -22,6 +22,8 @@ class MLP extends nn.Module {
   fc2: nn.Linear;
   scale: nn.Parameter;
   gain: nn.Parameter;
+  /** Whether the last forward saw a LazyTensor (a plain field: not registered as state). */
+  saw_lazy = false;
   constructor(d_in: number, hidden: number, d_out: number) {
     super();
     this.fc1 = new nn.Linear(d_in, hidden);
@@ -30,6 +32,7 @@ class MLP extends nn.Module {
     this.gain = new nn.Parameter(loom.full([d_out], 1.5));
   }
   override forward(x: Tensor): Tensor {
+    this.saw_lazy = x.isLazy;
     const pos = loom.arange(0, this.scale.shape[0]!, 1, { dtype: "float32" }); // [hidden]
     const h = this.fc1.call(x).add(pos.mul(this.scale)).relu();
     return this.fc2.call(h).mul(this.gain);
@@ -91,7 +94,10 @@ describe.each(BACKENDS)("a module with a plain forward on %s", (backend) => {
     const m = new MLP(4, 5, 3);
     const x = loom.randn([6, 4]), c = loom.randn([6, 3]);
     const run_ = (mode: nn.ExecutionMode) => (backend === "js" ? loom.with_compiler_options({ tolerance: "exact" }, () => run(mode, m, x, c)) : run(mode, m, x, c));
-    const eager = run_("eager"), lazy = run_("lazy");
+    const eager = run_("eager");
+    expect(m.saw_lazy).toBe(false); // op by op
+    const lazy = run_("lazy");
+    expect(m.saw_lazy).toBe(true); // recorded
     close(eager.y, reference(m, x));
     if (backend === "js") {
       expect(Array.from(lazy.y)).toEqual(Array.from(eager.y));
