@@ -441,15 +441,13 @@ export class Module {
   forward(...args: any[]): any {
     return this._run(this.forward_lazy, args);
   }
-  /** Run `fn` (forward_lazy, or an overriding forward) with the hooks, under execution.ts's rules. */
-  /** @internal */
+  /** @internal Run `fn` (forward_lazy, or an overriding forward) with the hooks, under execution.ts's rules. */
   _run(fn: (...args: any[]) => unknown, args: unknown[]): unknown {
     const h = this._module_hooks;
     if (!h || h.empty) return run_forward(fn.bind(this), args);
     return h.call(this, this._get_name(), args, (a, prepare) => run_forward((...xs: unknown[]) => fn.apply(this, prepare(xs)), a));
   }
-  /** Whether this module's computation is an overriding `forward` (not the generic `forward_lazy`). */
-  /** @internal */
+  /** @internal Whether this module's computation is an overriding `forward` (not the generic `forward_lazy`). */
   get _plain_forward(): boolean {
     return this.forward_lazy === Module.prototype.forward_lazy && this.forward !== Module.prototype.forward;
   }
