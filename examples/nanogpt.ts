@@ -14,7 +14,7 @@
  * text (lazy mode: one plan per step) and samples from it with top-k.
  */
 import * as loom from "../src/index.ts";
-import { nn, optim, type Tensor, type TensorOps } from "../src/index.ts";
+import { nn, optim, type Tensor } from "../src/index.ts";
 
 const F = nn.functional;
 
@@ -24,7 +24,7 @@ function print(...args: unknown[]): void {
 }
 
 /** LayerNorm but with an optional bias. PyTorch doesn't support simply bias=False */
-export class LayerNorm extends nn.TensorModule {
+export class LayerNorm extends nn.Module {
   weight: nn.Parameter;
   bias: nn.Parameter | null;
 
@@ -34,14 +34,14 @@ export class LayerNorm extends nn.TensorModule {
     this.bias = bias ? new nn.Parameter(loom.zeros(ndim)) : null;
   }
 
-  // Loom: forward is written once, generic over the eager Tensor and the LazyTensor; lift() gives
-  // the parameter the input's kind
-  forward_lazy<S extends TensorOps<S>>(input: S): S {
-    return F.layer_norm(input, this.weight.shape, nn.lift(this.weight, input), nn.lift(this.bias, input), 1e-5);
+  // Loom: `forward` overrides nn.Module's, as in PyTorch; `call(x)` (torch's `module(x)`) runs it
+  // op by op in eager mode, or records it as one graph in lazy mode (the default)
+  override forward(input: Tensor): Tensor {
+    return F.layer_norm(input, this.weight.shape, this.weight, this.bias, 1e-5);
   }
 }
 
-export class CausalSelfAttention extends nn.TensorModule {
+export class CausalSelfAttention extends nn.Module {
   c_attn: nn.Linear;
   c_proj: nn.Linear;
   attn_dropout: nn.Dropout;
@@ -76,37 +76,37 @@ export class CausalSelfAttention extends nn.TensorModule {
     }
   }
 
-  forward_lazy<S extends TensorOps<S>>(x: S): S {
+  override forward(x: Tensor): Tensor {
     const [B, T, C] = x.size() as [number, number, number]; // batch size, sequence length, embedding dimensionality (n_embd)
 
     // calculate query, key, values for all heads in batch and move head forward to be the batch dim
-    let [q, k, v] = this.c_attn.forward(x).split(this.n_embd, 2) as [S, S, S];
+    let [q, k, v] = this.c_attn.call(x).split(this.n_embd, 2) as [Tensor, Tensor, Tensor];
     k = k.view(B, T, this.n_head, C / this.n_head).transpose(1, 2); // (B, nh, T, hs)
     q = q.view(B, T, this.n_head, C / this.n_head).transpose(1, 2); // (B, nh, T, hs)
     v = v.view(B, T, this.n_head, C / this.n_head).transpose(1, 2); // (B, nh, T, hs)
 
     // causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
-    let y: S;
+    let y: Tensor;
     if (this.flash) {
       // efficient attention using Flash Attention CUDA kernels
       y = F.scaled_dot_product_attention(q, k, v, { attn_mask: null, dropout_p: this.training ? this.dropout : 0, is_causal: true });
     } else {
       // manual implementation of attention
       let att = q.matmul(k.transpose(-2, -1)).mul(1.0 / Math.sqrt(k.size(-1)));
-      att = att.masked_fill(nn.lift(this.bias!, x).index(":", ":", `:${T}`, `:${T}`).eq(0), -Infinity);
+      att = att.masked_fill(this.bias!.index(":", ":", `:${T}`, `:${T}`).eq(0), -Infinity);
       att = F.softmax(att, -1);
-      att = this.attn_dropout.forward(att);
+      att = this.attn_dropout.call(att);
       y = att.matmul(v); // (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
     }
     y = y.transpose(1, 2).contiguous().view(B, T, C); // re-assemble all head outputs side by side
 
     // output projection
-    y = this.resid_dropout.forward(this.c_proj.forward(y));
+    y = this.resid_dropout.call(this.c_proj.call(y));
     return y;
   }
 }
 
-export class MLP extends nn.TensorModule {
+export class MLP extends nn.Module {
   c_fc: nn.Linear;
   gelu: nn.GELU;
   c_proj: nn.Linear;
@@ -120,16 +120,16 @@ export class MLP extends nn.TensorModule {
     this.dropout = new nn.Dropout(config.dropout);
   }
 
-  forward_lazy<S extends TensorOps<S>>(x: S): S {
-    x = this.c_fc.forward(x);
-    x = this.gelu.forward(x);
-    x = this.c_proj.forward(x);
-    x = this.dropout.forward(x);
+  override forward(x: Tensor): Tensor {
+    x = this.c_fc.call(x);
+    x = this.gelu.call(x);
+    x = this.c_proj.call(x);
+    x = this.dropout.call(x);
     return x;
   }
 }
 
-export class Block extends nn.TensorModule {
+export class Block extends nn.Module {
   ln_1: LayerNorm;
   attn: CausalSelfAttention;
   ln_2: LayerNorm;
@@ -143,9 +143,9 @@ export class Block extends nn.TensorModule {
     this.mlp = new MLP(config);
   }
 
-  forward_lazy<S extends TensorOps<S>>(x: S): S {
-    x = x.add(this.attn.forward(this.ln_1.forward(x)));
-    x = x.add(this.mlp.forward(this.ln_2.forward(x)));
+  override forward(x: Tensor): Tensor {
+    x = x.add(this.attn.call(this.ln_1.call(x)));
+    x = x.add(this.mlp.call(this.ln_2.call(x)));
     return x;
   }
 }
@@ -167,8 +167,8 @@ export class GPTConfig {
   }
 }
 
-/** The non-dynamic parts of transformer (Loom: ModuleDict members are untyped, see below). */
-type Transformer = nn.ModuleDict;
+/** transformer's members: ModuleDict is typed by them (`get("wte")` is an Embedding, no cast). */
+type Transformer = nn.ModuleDict<{ wte: nn.Embedding; wpe: nn.Embedding; drop: nn.Dropout; h: nn.ModuleList<Block>; ln_f: LayerNorm }>;
 
 export class GPT extends nn.Module {
   config: GPTConfig;
@@ -208,13 +208,11 @@ export class GPT extends nn.Module {
     print(`number of parameters: ${(this.get_num_params() / 1e6).toFixed(2)}M`);
   }
 
-  // Loom: ModuleDict.get returns the dict's one member type, so each member needs a cast;
-  // these getters keep the casts in one place (nanoGPT writes self.transformer.wte)
-  get wte(): nn.Embedding { return this.transformer.get("wte") as nn.Embedding; }
-  get wpe(): nn.Embedding { return this.transformer.get("wpe") as nn.Embedding; }
-  get drop(): nn.Dropout { return this.transformer.get("drop") as nn.Dropout; }
-  get h(): nn.ModuleList<Block> { return this.transformer.get("h") as nn.ModuleList<Block>; }
-  get ln_f(): LayerNorm { return this.transformer.get("ln_f") as LayerNorm; }
+  // Loom: nanoGPT's self.transformer.wte is `this.transformer.get("wte")` (typed by the dict's
+  // members); these shorthands are for the tests and the surgery below
+  get wte(): nn.Embedding { return this.transformer.get("wte"); }
+  get wpe(): nn.Embedding { return this.transformer.get("wpe"); }
+  get h(): nn.ModuleList<Block> { return this.transformer.get("h"); }
 
   /**
    * Return the number of parameters in the model.
@@ -246,40 +244,32 @@ export class GPT extends nn.Module {
    * @param targets - int64 [b, t] next-token ids (-1 ignored), or null
    * @returns [logits [b, t, vocab_size] (with targets) or [b, 1, vocab_size], loss (0-d) or null]
    */
-  override forward_lazy<S extends TensorOps<S>>(idx: S, targets: S | null = null): [S, S | null] {
+  override forward(idx: Tensor, targets: Tensor | null = null): [Tensor, Tensor | null] {
     const device = idx.device;
     const [_b, t] = idx.size() as [number, number]; // Loom: b is unused, as in nanoGPT
     if (!(t <= this.config.block_size)) throw new loom.LoomValueError(`Cannot forward sequence of length ${t}, block size is only ${this.config.block_size}`);
-    // Loom: a tensor made inside forward is lifted to the input's kind, like a parameter
-    const pos = nn.lift(loom.arange(0, t, 1, { dtype: "int64", device }), idx); // shape (t)
+    const pos = loom.arange(0, t, 1, { dtype: "int64", device }); // shape (t)
 
     // forward the GPT model itself
-    const tok_emb = this.wte.forward(idx); // token embeddings of shape (b, t, n_embd)
-    const pos_emb = this.wpe.forward(pos); // position embeddings of shape (t, n_embd)
-    let x = this.drop.forward(tok_emb.add(pos_emb));
-    for (const block of this.h) {
-      x = block.forward(x);
+    const tok_emb = this.transformer.get("wte").call(idx); // token embeddings of shape (b, t, n_embd)
+    const pos_emb = this.transformer.get("wpe").call(pos); // position embeddings of shape (t, n_embd)
+    let x = this.transformer.get("drop").call(tok_emb.add(pos_emb));
+    for (const block of this.transformer.get("h")) {
+      x = block.call(x);
     }
-    x = this.ln_f.forward(x);
+    x = this.transformer.get("ln_f").call(x);
 
-    let logits: S, loss: S | null;
+    let logits: Tensor, loss: Tensor | null;
     if (targets !== null) {
       // if we are given some desired targets also calculate the loss
-      logits = this.lm_head.forward(x);
+      logits = this.lm_head.call(x);
       loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), { ignore_index: -1 });
     } else {
       // inference-time mini-optimization: only forward the lm_head on the very last position
-      logits = this.lm_head.forward(x.index(":", [-1], ":")); // note: using list [-1] to preserve the time dim
+      logits = this.lm_head.call(x.index(":", [-1], ":")); // note: using list [-1] to preserve the time dim
       loss = null;
     }
     return [logits, loss];
-  }
-  // Loom: Module.forward returns `any`; a typed override per module gives callers the tuple type
-  override forward<S extends TensorOps<S>>(idx: S, targets: S | null = null): [S, S | null] {
-    return super.forward(idx, targets) as [S, S | null];
-  }
-  override call<S extends TensorOps<S>>(idx: S, targets: S | null = null): [S, S | null] {
-    return this.forward(idx, targets);
   }
 
   crop_block_size(block_size: number): void {

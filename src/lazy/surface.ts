@@ -35,6 +35,12 @@ function flatShapeArgs(args: readonly (number | readonly number[])[]): number[] 
   return args.length === 1 && Array.isArray(args[0]) ? [...(args[0] as number[])] : (args as number[]);
 }
 
+/**
+ * How an eager operand is lifted when it meets a lazy one (`_apply`): `t.lazy()` unless a module
+ * forward set its lift (nn/execution.ts: one private lift per tensor per call, as `nn.lift`).
+ */
+export const mixed_lift: { fn: ((t: TensorOps<any>) => TensorOps<any>) | null } = { fn: null };
+
 export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Self>, AutogradTensor<Self> {
   abstract readonly shape: readonly number[];
   abstract readonly dtype: DType;
@@ -172,7 +178,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     for (let i = 0; i < rest.length; i++) {
       const r = rest[i]!;
       if (r.isLazy !== this.isLazy) {
-        const lifted = [this, ...rest].map((t) => (t.isLazy ? t : t.lazy()));
+        const lift = mixed_lift.fn;
+        const lifted = [this, ...rest].map((t) => (t.isLazy ? t : lift !== null ? lift(t) : t.lazy()));
         return lifted[0]!._apply(op, lifted.slice(1), attrs) as unknown as Self;
       }
       if (r._requires_grad) anyGrad = true;

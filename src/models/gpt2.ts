@@ -385,12 +385,6 @@ export class GPT2LMHeadModel extends Module {
   override forward<S extends TensorOps<S>>(input_ids: S, inputs: CausalLMInputs<S> = {}): CausalLMOutput<S> {
     return super.forward(input_ids, inputs) as CausalLMOutput<S>;
   }
-  override call<S extends TensorOps<S>>(input_ids: S, inputs: CausalLMInputs<S> = {}): CausalLMOutput<S> {
-    return this.forward(input_ids, inputs);
-  }
-  override forward_eager<S extends TensorOps<S>>(input_ids: S, inputs: CausalLMInputs<S> = {}): CausalLMOutput<S> {
-    return super.forward_eager(input_ids, inputs) as CausalLMOutput<S>;
-  }
 
   /**
    * Load a Hugging Face GPT-2 checkpoint directory: `config.json` + `model.safetensors` (or

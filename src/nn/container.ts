@@ -73,7 +73,7 @@ export class Sequential extends TensorModule {
   /** Feed x through every child in order. */
   forward_lazy<S extends TensorOps<S>>(x: S): S {
     let y: unknown = x;
-    for (const [, m] of this._local_modules()) y = m.forward(y);
+    for (const [, m] of this._local_modules()) y = m.call(y); // call: a child written with a plain forward runs with its hooks
     return y as S;
   }
 }
@@ -131,12 +131,25 @@ export class ModuleList<M extends Module = Module> extends Module {
 }
 
 /**
- * Modules by name in insertion order (torch.nn.ModuleDict). Iterating yields the keys, as torch.
+ * The members of a ModuleDict: `ModuleDict<{ wte: Embedding; h: ModuleList<Block> }>` (inferred
+ * from the constructor's object) has typed keys; `ModuleDict<Linear>` is any key to a Linear.
  */
-export class ModuleDict<M extends Module = Module> extends Module {
-  private readonly _dict = new Map<string, M>();
+export type ModuleDictMembers<T> = T extends Module ? Record<string, NoInfer<T>> : T;
+/** The type of a member under a key not given at construction: the value type, else Module. */
+export type ModuleDictValue<T> = T extends Module ? T : Module;
 
-  constructor(modules: Record<string, M> | Map<string, M> | Iterable<[string, M]> = {}) {
+/**
+ * Modules by name in insertion order (torch.nn.ModuleDict). Iterating yields the keys, as torch.
+ * Typed by its members: `new ModuleDict({ wte: new Embedding(...), h: new ModuleList([...]) })`
+ * gives `get("wte"): Embedding` (other keys, added later with `set`, give a Module).
+ */
+// the default (a field declared `nn.ModuleDict`) takes any dict: a typed one is assignable to it
+// (key constraints make the type parameter invariant), and its members are unchecked
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export class ModuleDict<T extends Module | Record<string, Module> = any> extends Module {
+  private readonly _dict = new Map<string, Module>();
+
+  constructor(modules: ModuleDictMembers<T> | Map<string, Module> | Iterable<[string, Module]> = {} as ModuleDictMembers<T>) {
     super();
     this.update(modules);
   }
@@ -144,7 +157,7 @@ export class ModuleDict<M extends Module = Module> extends Module {
     return [...super._local_entries(), ...this._dict];
   }
   protected override _set_local(name: string, value: unknown): void {
-    if (value instanceof Module) this._dict.set(name, value as M);
+    if (value instanceof Module) this._dict.set(name, value);
     else super._set_local(name, value);
   }
   override add_module(name: string, module: Module | null): void {
@@ -156,22 +169,28 @@ export class ModuleDict<M extends Module = Module> extends Module {
       return;
     }
     checkModule("ModuleDict", module);
-    this._dict.set(name, module as M);
+    this._dict.set(name, module);
   }
   /** The module under key. @throws LoomValueError if absent */
-  get(key: string): M {
+  get<K extends keyof ModuleDictMembers<T> & string>(key: K): ModuleDictMembers<T>[K];
+  get(key: string): ModuleDictValue<T>;
+  get(key: string): Module {
     const m = this._dict.get(key);
     if (!m) throw new LoomValueError(`[ModuleDict] no module under key '${key}' (keys: ${[...this._dict.keys()].join(", ")})`);
     return m;
   }
-  set(key: string, m: M): void {
+  set<K extends keyof ModuleDictMembers<T> & string>(key: K, m: ModuleDictMembers<T>[K]): void;
+  set(key: string, m: ModuleDictValue<T>): void;
+  set(key: string, m: Module): void {
     this.add_module(key, m);
   }
   has(key: string): boolean {
     return this._dict.has(key);
   }
   /** Remove and return the module under key (torch pop). */
-  pop(key: string): M {
+  pop<K extends keyof ModuleDictMembers<T> & string>(key: K): ModuleDictMembers<T>[K];
+  pop(key: string): ModuleDictValue<T>;
+  pop(key: string): Module {
     const m = this.get(key);
     this._dict.delete(key);
     return m;
@@ -179,18 +198,19 @@ export class ModuleDict<M extends Module = Module> extends Module {
   clear(): void {
     this._dict.clear();
   }
-  update(modules: Record<string, M> | Map<string, M> | Iterable<[string, M]>): void {
-    const entries = modules instanceof Map || Symbol.iterator in modules ? [...(modules as Iterable<[string, M]>)] : Object.entries(modules);
+  update(modules: Partial<ModuleDictMembers<T>> | Map<string, Module> | Iterable<[string, Module]>): void {
+    const entries = modules instanceof Map || Symbol.iterator in modules ? [...(modules as Iterable<[string, Module]>)] : Object.entries(modules as Record<string, Module>);
     for (const [k, m] of entries) this.add_module(k, m);
   }
   keys(): string[] {
     return [...this._dict.keys()];
   }
-  values(): M[] {
-    return [...this._dict.values()];
+  /** The modules (for keyed members, the union of their types). */
+  values(): ModuleDictMembers<T>[keyof ModuleDictMembers<T>][] {
+    return [...this._dict.values()] as ModuleDictMembers<T>[keyof ModuleDictMembers<T>][];
   }
-  items(): [string, M][] {
-    return [...this._dict];
+  items(): [string, ModuleDictMembers<T>[keyof ModuleDictMembers<T>]][] {
+    return [...this._dict] as [string, ModuleDictMembers<T>[keyof ModuleDictMembers<T>]][];
   }
   get length(): number {
     return this._dict.size;

@@ -1,19 +1,23 @@
 /**
- * How a Module's `forward` runs its `forward_lazy` (DESIGN.md idea 1: one surface, two
- * dispatchers). A module's computation is written once, generically over the tensor kind; this
- * file decides which kind it sees:
+ * How a Module's computation runs (DESIGN.md idea 1: one surface, two dispatchers). The
+ * computation is a plain `forward(x: Tensor)` override (PyTorch's style) or the generic
+ * `forward_lazy<S>`; `Module.call` runs either through `run_forward`, which decides what it sees:
  *
- * - "lazy" (default): eager inputs are lifted to LazyTensors, `forward_lazy` records a graph, and
- *   the outputs come back as pending eager Tensors (lazy/deferred.ts), computed together at the
- *   first read on their device. Eager Parameters used inside are lifted once per call (`lift`)
- *   and receive pending eager `.grad` after backward.
- * - "eager": `forward_lazy` runs directly on the eager tensors, op by op.
+ * - "lazy" (default): eager inputs are lifted to LazyTensors, the computation records a graph,
+ *   and the outputs come back as pending eager Tensors (lazy/deferred.ts), computed together at
+ *   the first read on their device. Eager tensors combined with the lazy values inside (the
+ *   module's parameters and buffers used directly, tensors made inside with `arange`, or passed
+ *   through `lift`) are lifted once per call (private lifts: no copy-on-write copies when the
+ *   optimizer writes them) and receive pending eager `.grad` after backward. A plain `forward`
+ *   therefore sees LazyTensors, which have Tensor's methods (reading a value, `item()`, computes
+ *   it).
+ * - "eager": the computation runs directly on the eager tensors, op by op.
  *
  * LazyTensor inputs always give lazy outputs (nothing is realized), whatever the mode.
  */
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { LazyTensor } from "../lazy/lazy_tensor.ts";
-import { TensorOps } from "../lazy/surface.ts";
+import { mixed_lift, TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 
@@ -23,7 +27,7 @@ export type ExecutionMode = "lazy" | "eager";
 let mode: ExecutionMode = "lazy";
 
 /**
- * Set how `Module.forward` runs on eager inputs, globally.
+ * Set how `Module.call` runs on eager inputs, globally.
  * @throws LoomValueError for anything but "lazy" or "eager"
  */
 export function set_execution_mode(m: ExecutionMode): void {
@@ -60,8 +64,9 @@ let scope: LiftScope | null = null;
 
 /**
  * `t` as a tensor of the same kind as `like`: lifted to a LazyTensor when `like` is lazy (once per
- * lazy forward call), realized to a Tensor when `like` is eager. Use it in `forward_lazy` to use
- * eager parameters and buffers with the generic input type:
+ * lazy forward call), realized to a Tensor when `like` is eager. Use it in the generic
+ * `forward_lazy` to give eager parameters and buffers the input's type (a plain `forward` needs
+ * none: eager tensors combined with lazy ones are lifted the same way):
  * `F.linear(x, lift(this.weight, x), lift(this.bias, x))`.
  * Gradients reaching the lifted tensor flow back to the eager `t`.
  */
@@ -119,23 +124,26 @@ function deferTree(out: unknown): unknown {
 }
 
 /**
- * Run a module's `forward_lazy` under the execution rules above.
- * @param fn - the bound forward_lazy
+ * Run a module's computation under the execution rules above.
+ * @param fn - the bound forward_lazy, or a plain forward override
  * @param args - forward's arguments; tensors may sit inside arrays and plain objects
- * @returns forward_lazy's result with LazyTensors realized to Tensors when the inputs were eager
+ * @returns fn's result with LazyTensors realized to Tensors when the inputs were eager
  *   and the mode is "lazy"
  */
 export function run_forward(fn: (...args: any[]) => unknown, args: unknown[]): unknown {
   // Already inside a lazy forward, lazy inputs, or eager mode: call straight through.
   if (scope || mode === "eager" || anyLazy(args)) return fn(...args);
-  const prev = scope;
+  const prev = scope, prevLift = mixed_lift.fn;
   scope = { grad: new Map(), nograd: new Map() };
+  // parameters, buffers and tensors made inside forward meet the lazy inputs as this call's lifts
+  mixed_lift.fn = liftToLazy;
   let out: unknown;
   try {
     const lazyArgs = args.map((a) => mapTree(a, liftToLazy));
     out = fn(...lazyArgs);
   } finally {
     scope = prev;
+    mixed_lift.fn = prevLift;
   }
   return deferTree(out);
 }

@@ -2,14 +2,14 @@
  * loom.nn: Module, Parameter, layers, containers, init, functional (torch.nn).
  *
  * ```ts
- * class MLP extends nn.TensorModule {
+ * class MLP extends nn.Module {
  *   fc1 = new nn.Linear(4, 8);
  *   fc2 = new nn.Linear(8, 1);
- *   forward_lazy<S extends TensorOps<S>>(x: S): S {   // written once, for Tensor and LazyTensor
+ *   override forward(x: Tensor): Tensor {   // as in PyTorch: parameters used directly
  *     return this.fc2.call(this.fc1.call(x).relu());
  *   }
  * }
- * const y = new MLP().call(x);  // eager x: recorded lazily and realized (nn.set_execution_mode("eager") runs op by op)
+ * const y = new MLP().call(x);  // a Tensor; recorded lazily as one graph (nn.set_execution_mode("eager") runs op by op)
  * ```
  */
 export { Parameter, is_parameter } from "./parameter.ts";
@@ -35,7 +35,7 @@ export {
   type AvgPoolModuleOptions, type MaxPoolModuleOptions, type PoolResult,
 } from "./pooling.ts";
 export { BatchNorm1d, BatchNorm2d, GroupNorm, type BatchNormOptions, type GroupNormOptions } from "./batchnorm.ts";
-export { Sequential, ModuleList, ModuleDict } from "./container.ts";
+export { Sequential, ModuleList, ModuleDict, type ModuleDictMembers, type ModuleDictValue } from "./container.ts";
 export { CausalSelfAttention, type CausalSelfAttentionOptions } from "./attention.ts";
 export {
   MultiheadAttention, type MultiheadAttentionOptions, type MultiheadAttentionForwardOptions,

@@ -38,12 +38,6 @@ export abstract class _Loss<R extends string = Reduction> extends Module {
   override forward<S extends TensorOps<S>>(input: S, target: S): S {
     return super.forward(input, target) as S;
   }
-  override call<S extends TensorOps<S>>(input: S, target: S): S {
-    return this.forward(input, target);
-  }
-  override forward_eager<S extends TensorOps<S>>(input: S, target: S): S {
-    return super.forward_eager(input, target) as S;
-  }
 }
 
 /** A loss with optional per-class (or per-element) weights, kept as the buffer `weight`. */

@@ -8,10 +8,11 @@
  * tensor attribute is not state, as in PyTorch). Dotted names follow the attribute path, giving
  * Hugging Face keys such as `transformer.h.0.attn.c_attn.weight`.
  *
- * Execution: the computation is written once in `forward_lazy`, generic over Tensor and
- * LazyTensor. `call(x)` (alias `forward(x)`) is the user entry point: on eager inputs it runs
- * `forward_lazy` lazily and realizes the result (or op by op in "eager" execution mode, see
- * execution.ts); on LazyTensor inputs it returns the lazy result.
+ * Execution: the computation is written once, either as a plain `forward(x: Tensor): Tensor`
+ * (PyTorch's style: parameters used directly) or as the generic `forward_lazy<S>` (the built-in
+ * layers). `call(x)` is the user entry point, typed as the module's forward: on eager inputs it
+ * records the computation lazily and returns pending eager results (or runs op by op in "eager"
+ * execution mode, see execution.ts); on LazyTensor inputs it returns the lazy result.
  */
 import { no_grad } from "../autograd/grad_mode.ts";
 import { LazyTensor } from "../lazy/lazy_tensor.ts";
@@ -415,23 +416,40 @@ export class Module {
 
   // ---- execution --------------------------------------------------------------------------
   /**
-   * The computation, written once with the generic tensor surface so it runs on Tensor and
-   * LazyTensor alike (`forward_lazy<S extends TensorOps<S>>(x: S): S`). Use `lift(param, x)` to
-   * use eager parameters with the input's kind. Subclasses override this, not `forward`.
-   * @throws LoomValueError when the subclass did not implement it
+   * The generic style of writing a module (every built-in layer): the computation written with
+   * the generic tensor surface, `forward_lazy<S extends TensorOps<S>>(x: S): S`, with
+   * `lift(param, x)` giving eager parameters the input's kind. New modules can instead override
+   * `forward` itself (see `forward`). Subclasses override one of the two.
+   * @throws LoomValueError when the subclass implemented neither
    */
   forward_lazy(..._args: any[]): any {
-    throw new LoomValueError(`[forward] Module [${this._get_name()}] is missing the required "forward_lazy" function`);
+    throw new LoomValueError(`[forward] Module [${this._get_name()}] is missing the required "forward" function (override forward, or the generic forward_lazy)`);
   }
   /**
-   * Run the module: LazyTensor inputs give lazy outputs; eager inputs run lazily and are realized
-   * (execution mode "lazy", the default) or run op by op (mode "eager"). Tensors may be passed
-   * inside arrays and plain objects; outputs may be tensors, arrays or plain objects of them.
+   * The computation, as torch's `forward`. Two ways to write a module:
+   * - override `forward` with plain tensors, as in PyTorch:
+   *   `forward(x: Tensor): Tensor { return this.fc2.call(this.fc1.call(x).relu()); }`, using
+   *   `this.weight` and tensors made inside (`loom.arange`) directly. `call(x)` runs it with the
+   *   hooks, in the execution mode (execution.ts): in "lazy" mode the inputs it receives are
+   *   LazyTensors (same methods as Tensor), and parameters, buffers and other eager tensors
+   *   combined with them are lifted automatically, so the whole forward is recorded as one graph.
+   * - or override the generic `forward_lazy` (the built-in layers); then this base `forward` is
+   *   the entry that runs it with the hooks, and `call` is the same as `forward`.
+   * Tensors may be passed inside arrays and plain objects; outputs may be tensors, arrays or plain
+   * objects of them.
    */
   forward(...args: any[]): any {
+    return this._run(this.forward_lazy, args);
+  }
+  /** @internal Run `fn` (forward_lazy, or an overriding forward) with the hooks, under execution.ts's rules. */
+  _run(fn: (...args: any[]) => unknown, args: unknown[]): unknown {
     const h = this._module_hooks;
-    if (!h || h.empty) return run_forward(this.forward_lazy.bind(this), args);
-    return h.call(this, this._get_name(), args, (a, prepare) => run_forward((...xs: unknown[]) => this.forward_lazy(...prepare(xs)), a));
+    if (!h || h.empty) return run_forward(fn.bind(this), args);
+    return h.call(this, this._get_name(), args, (a, prepare) => run_forward((...xs: unknown[]) => fn.apply(this, prepare(xs)), a));
+  }
+  /** @internal Whether this module's computation is an overriding `forward` (not the generic `forward_lazy`). */
+  get _plain_forward(): boolean {
+    return this.forward_lazy === Module.prototype.forward_lazy && this.forward !== Module.prototype.forward;
   }
 
   // ---- hooks (hooks.ts) ---------------------------------------------------------------------
@@ -465,14 +483,15 @@ export class Module {
   register_full_backward_hook(hook: BackwardHook<this>): RemovableHandle {
     return this._hooks_.backward.add(hook as BackwardHook<Module>);
   }
-  /** The user entry point (torch's `module(x)`): `forward(...args)`. */
-  call(...args: any[]): any {
-    return this.forward(...args);
-  }
-  /** forward with execution mode "eager" for this call: the op-by-op reference to compare against. */
-  forward_eager(...args: any[]): any {
-    return with_execution_mode("eager", () => this.forward(...args));
-  }
+  /**
+   * The user entry point, torch's `module(x)`: runs the computation with the hooks, in the
+   * execution mode. Typed as this module's `forward` (its parameters and return type, generic
+   * when forward is), so `mlp.call(x)` is a `Tensor` when `forward(x: Tensor): Tensor`.
+   * (A property typed from `forward`: subclasses override `forward`, never `call`.)
+   */
+  declare call: this["forward"];
+  /** `call` with execution mode "eager" for this call: the op-by-op reference to compare against. */
+  declare forward_eager: this["forward"];
 
   // ---- printing ---------------------------------------------------------------------------
   /** The class name (torch _get_name). */
@@ -506,13 +525,27 @@ export abstract class TensorModule extends Module {
   override forward<S extends TensorOps<S>>(x: S): S {
     return super.forward(x) as S;
   }
-  override call<S extends TensorOps<S>>(x: S): S {
-    return this.forward(x);
-  }
-  override forward_eager<S extends TensorOps<S>>(x: S): S {
-    return super.forward_eager(x) as S;
-  }
 }
+
+// call and forward_eager are prototype properties (typed from forward above), not methods, so
+// that each subclass's `call` has its own forward's (possibly generic) signature
+Object.defineProperties(Module.prototype, {
+  call: {
+    value: function call(this: Module, ...args: unknown[]): unknown {
+      if (this._plain_forward) return this._run(this.forward, args);
+      return this.forward(...args);
+    },
+    writable: true,
+    configurable: true,
+  },
+  forward_eager: {
+    value: function forward_eager(this: Module, ...args: unknown[]): unknown {
+      return with_execution_mode("eager", () => (this.call as (...a: unknown[]) => unknown)(...args));
+    },
+    writable: true,
+    configurable: true,
+  },
+});
 
 /** A number as Python prints it (1e-05, 0.1, 1.0), for torch-identical extra_repr text. */
 export function py_float(x: number): string {

@@ -270,10 +270,4 @@ export class MultiheadAttention extends Module {
   override forward<S extends TensorOps<S>>(query: S, key: S, value: S, opts: MultiheadAttentionForwardOptions<S> = {}): [S, S | null] {
     return super.forward(query, key, value, opts) as [S, S | null];
   }
-  override call<S extends TensorOps<S>>(query: S, key: S, value: S, opts: MultiheadAttentionForwardOptions<S> = {}): [S, S | null] {
-    return this.forward(query, key, value, opts);
-  }
-  override forward_eager<S extends TensorOps<S>>(query: S, key: S, value: S, opts: MultiheadAttentionForwardOptions<S> = {}): [S, S | null] {
-    return super.forward_eager(query, key, value, opts) as [S, S | null];
-  }
 }

@@ -60,9 +60,6 @@ abstract class MaxPoolNd<R extends boolean> extends Module {
   override forward<S extends TensorOps<S>>(x: S): PoolResult<S, R> {
     return super.forward(x);
   }
-  override call<S extends TensorOps<S>>(x: S): PoolResult<S, R> {
-    return this.forward(x);
-  }
   override extra_repr(): string {
     return `kernel_size=${py(this.kernel_size)}, stride=${py(this.stride)}, padding=${py(this.padding)}, dilation=${py(this.dilation)}, ceil_mode=${py_bool(this.ceil_mode)}`;
   }
@@ -197,9 +194,6 @@ abstract class AdaptiveMaxPoolNd<R extends boolean> extends Module {
   abstract override forward_lazy<S extends TensorOps<S>>(x: S): PoolResult<S, R>;
   override forward<S extends TensorOps<S>>(x: S): PoolResult<S, R> {
     return super.forward(x);
-  }
-  override call<S extends TensorOps<S>>(x: S): PoolResult<S, R> {
-    return this.forward(x);
   }
   override extra_repr(): string {
     return `output_size=${py(this.output_size)}`;

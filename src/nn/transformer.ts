@@ -123,12 +123,6 @@ export class TransformerEncoderLayer extends Module {
   override forward<S extends TensorOps<S>>(src: S, opts: TransformerEncoderLayerForwardOptions<S> = {}): S {
     return super.forward(src, opts) as S;
   }
-  override call<S extends TensorOps<S>>(src: S, opts: TransformerEncoderLayerForwardOptions<S> = {}): S {
-    return this.forward(src, opts);
-  }
-  override forward_eager<S extends TensorOps<S>>(src: S, opts: TransformerEncoderLayerForwardOptions<S> = {}): S {
-    return super.forward_eager(src, opts) as S;
-  }
 }
 
 /** A module layer with the encoder-layer call signature (TransformerEncoderLayer or a user's). */
@@ -167,12 +161,6 @@ export class TransformerEncoder<L extends EncoderLayerLike = TransformerEncoderL
   }
   override forward<S extends TensorOps<S>>(src: S, opts: TransformerEncoderForwardOptions<S> = {}): S {
     return super.forward(src, opts) as S;
-  }
-  override call<S extends TensorOps<S>>(src: S, opts: TransformerEncoderForwardOptions<S> = {}): S {
-    return this.forward(src, opts);
-  }
-  override forward_eager<S extends TensorOps<S>>(src: S, opts: TransformerEncoderForwardOptions<S> = {}): S {
-    return super.forward_eager(src, opts) as S;
   }
 }
 

@@ -379,6 +379,6 @@ describe("execution modes", () => {
     expect(out.b.map((t) => t.tolist())).toEqual([[2, 3], [-1, -2]]);
   });
   test("a module without forward_lazy says so", () => {
-    expect(() => new nn.Module().call(loom.ones(1))).toThrow('[forward] Module [Module] is missing the required "forward_lazy" function');
+    expect(() => new nn.Module().call(loom.ones(1))).toThrow('[forward] Module [Module] is missing the required "forward" function');
   });
 });
