@@ -404,48 +404,18 @@ export class GPT extends nn.Module {
       logits = logits.index(":", -1, ":").div(temperature);
       // optionally crop the logits to only the top k options
       if (top_k !== null) {
-        const [v] = topk(logits, Math.min(top_k, logits.size(-1)));
+        const [v] = loom.topk(logits, Math.min(top_k, logits.size(-1)));
         logits.set(logits.lt(v.index(":", [-1])), -Infinity); // logits[logits < v[:, [-1]]] = -float('Inf')
       }
       // apply softmax to convert logits to (normalized) probabilities
       const probs = F.softmax(logits, -1);
       // sample from the distribution
-      const idx_next = multinomial(probs, 1, generator);
+      const idx_next = loom.multinomial(probs, 1, { generator });
       // append sampled index to the running sequence and continue
       idx = loom.cat([idx, idx_next], 1);
     }
     return idx;
   }
-}
-
-/**
- * Loom has no torch.topk yet: the k largest values per row of a 2-D tensor, in descending order,
- * with their indices (read back to JavaScript and sorted there; ties keep the lower index first).
- * @param x - [B, V]; @returns [values [B, k], indices int64 [B, k]]
- */
-export function topk(x: Tensor, k: number): [Tensor, Tensor] {
-  const [B, V] = x.shape as [number, number];
-  const data = x.contiguous().dataSync();
-  const vals: number[][] = [], idxs: number[][] = [];
-  for (let b = 0; b < B; b++) {
-    const order = Array.from({ length: V }, (_, j) => j).sort((i, j) => data[b * V + j]! - data[b * V + i]! || i - j).slice(0, k);
-    vals.push(order.map((j) => data[b * V + j]!));
-    idxs.push(order);
-  }
-  return [loom.tensor(vals, { dtype: x.dtype }), loom.tensor(idxs, { dtype: "int64" })];
-}
-
-/**
- * Loom has no torch.multinomial yet: num_samples = 1 draw per row by inverse CDF, written with
- * tensor ops: index = #{j : cumsum(p)_j < u · sum(p)} for u ~ U[0, 1). Zero-probability entries
- * are never drawn (their CDF step is empty). Draws differ from torch's for the same seed.
- * @param probs - [B, V] non-negative; @returns int64 [B, 1]
- */
-export function multinomial(probs: Tensor, num_samples: 1, generator?: loom.Generator): Tensor {
-  const cdf = probs.cumsum(-1); // [B, V]
-  const V = probs.size(-1);
-  const u = loom.rand([probs.size(0), num_samples], { generator, dtype: probs.dtype }).mul(cdf.index(":", [-1])); // [B, 1]
-  return cdf.lt(u).sum(-1, true).clamp(0, V - 1).to("int64");
 }
 
 // ---- a tiny character-level run: `bun examples/nanogpt.ts [--steps 200]` ------------------------

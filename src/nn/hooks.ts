@@ -1,8 +1,9 @@
 /**
  * Module hooks (torch.nn.Module.register_forward_pre_hook, register_forward_hook,
- * register_full_backward_pre_hook, register_full_backward_hook). They run around
- * `Module.forward`, which Loom's modules also use to call their children (so hooks on an inner
- * layer fire, as `module(x)` fires them in torch); `forward_lazy` is the computation without hooks.
+ * register_full_backward_pre_hook, register_full_backward_hook). They run around `Module.call`
+ * (a module written with a plain `forward` override) or `Module.forward` (a generic
+ * `forward_lazy` module, which Loom's built-in layers also use to call their children), so hooks
+ * on an inner layer fire, as `module(x)` fires them in torch.
  *
  * Backward hooks are built from tensor hooks (`register_hook`): the output's hook sees
  * grad_output; the input goes through an alias (a view) inside the call, whose hook sees the
