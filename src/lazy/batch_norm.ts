@@ -32,8 +32,10 @@ function checkChannels(op: string, name: string, v: TensorOps<any> | null | unde
  *   running_var  ← (1 - momentum)·running_var + momentum·Var_unbiased (n/(n-1) · biased)
  * Evaluation: E and Var are running_mean and running_var.
  * @param input - [N, C, *] float
- * @param running_mean, running_var - [C] or null (written in place when training)
- * @param weight, bias - [C] or null
+ * @param running_mean - [C] or null (written in place when training)
+ * @param running_var - [C] or null (written in place when training)
+ * @param weight - [C] or null
+ * @param bias - [C] or null
  * @param momentum - the update weight (a number, or a 0-d tensor: the module's cumulative
  *   average passes 1/num_batches_tracked without reading the counter on the host)
  * @param eps - added to the variance (absolute)
@@ -99,7 +101,8 @@ export function _batch_norm<S extends TensorOps<S>>(
  * normalized over its channels and spatial positions with the biased variance, then scaled and
  * shifted per channel: y = (x - E[x]) / √(Var[x] + eps) · weight + bias.
  * @param input - [N, C, *] float
- * @param weight, bias - [C] or null
+ * @param weight - [C] or null
+ * @param bias - [C] or null
  * @param eps - added to the variance (absolute)
  * @returns input's shape
  * @throws LoomShapeError when C is not divisible by num_groups or weight/bias lack C elements
