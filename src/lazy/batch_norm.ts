@@ -117,7 +117,8 @@ export function group_norm<S extends TensorOps<S>>(input: S, num_groups: number,
   }
   checkChannels("group_norm", "weight", weight, input);
   checkChannels("group_norm", "bias", bias, input);
-  const g = input.reshape([N, num_groups, -1]); // [N, G, C/G·*]
+  const per = input.shape.slice(1).reduce((a, b) => a * b, 1) / num_groups; // not -1: N may be 0
+  const g = input.reshape([N, num_groups, per]); // [N, G, C/G·*]
   const d = g.sub(g.mean(2, true));
   let y = d.mul(d.mul(d).mean(2, true).add(eps).rsqrt()).reshape(input.shape as number[]);
   if (weight) y = y.mul(perChannel(weight, input.ndim));

@@ -25,11 +25,13 @@ export type IntOrTuple = number | readonly number[];
 export type PaddingMode = "zeros" | "reflect" | "replicate" | "circular";
 
 /**
- * `v` as `n` ints (torch `_single` / `_pair`).
+ * `v` as `n` ints (torch `_single` / `_pair`). A one-element tuple stands for all `n` dims, as
+ * ATen's convolution and pooling read it (avg_pool2d(x, 3, padding=[1])); `oneForAll` false
+ * refuses it, as torch's unfold/fold (im2col) do.
  * @throws LoomValueError for a tuple of another length or a non-integer
  */
-export function ntuple(op: string, name: string, v: IntOrTuple, n: number): number[] {
-  const out = typeof v === "number" ? new Array<number>(n).fill(v) : [...v];
+export function ntuple(op: string, name: string, v: IntOrTuple, n: number, oneForAll = true): number[] {
+  const out = typeof v === "number" ? new Array<number>(n).fill(v) : v.length === 1 && oneForAll ? new Array<number>(n).fill(v[0]!) : [...v];
   if (out.length !== n || out.some((x) => !Number.isInteger(x))) {
     throw new LoomValueError(`[${op}] ${name} must be an int or a tuple of ${n} ints, got ${JSON.stringify(v)}`);
   }
@@ -289,8 +291,8 @@ export interface UnfoldOptions {
 
 /** The sliding windows of unfold/fold over a spatial size, checked as torch's im2col/col2im shape checks. */
 function foldAxes(op: string, spatial: readonly number[], kernel_size: IntOrTuple, opts: UnfoldOptions, what: string): AxisMap[] {
-  const k = ntuple(op, "kernel_size", kernel_size, 2), d = ntuple(op, "dilation", opts.dilation ?? 1, 2);
-  const p = ntuple(op, "padding", opts.padding ?? 0, 2), s = ntuple(op, "stride", opts.stride ?? 1, 2);
+  const k = ntuple(op, "kernel_size", kernel_size, 2, false), d = ntuple(op, "dilation", opts.dilation ?? 1, 2, false);
+  const p = ntuple(op, "padding", opts.padding ?? 0, 2, false), s = ntuple(op, "stride", opts.stride ?? 1, 2, false);
   if (k.some((v) => v <= 0) || d.some((v) => v <= 0) || s.some((v) => v <= 0) || p.some((v) => v < 0)) {
     throw new LoomValueError(`[${op}] kernel_size, dilation and stride must be positive and padding non-negative, got kernel_size=${fmtShape(k)}, dilation=${fmtShape(d)}, padding=${fmtShape(p)}, stride=${fmtShape(s)}`);
   }
@@ -328,7 +330,7 @@ export function unfold<S extends TensorOps<S>>(input: S, kernel_size: IntOrTuple
 export function fold<S extends TensorOps<S>>(input: S, output_size: IntOrTuple, kernel_size: IntOrTuple, opts: UnfoldOptions = {}): S {
   if (input.ndim !== 2 && input.ndim !== 3) throw new LoomShapeError(`[fold] Expected 2D or 3D (batch mode) tensor for input, but got ${fmtShape(input.shape)}`);
   const x = input.ndim === 2 ? input.unsqueeze(0) : input;
-  const size = ntuple("fold", "output_size", output_size, 2);
+  const size = ntuple("fold", "output_size", output_size, 2, false);
   const axes = foldAxes("fold", size, kernel_size, opts, "output_size");
   const w = windowIndex(axes);
   const [N, CK, L] = x.shape as [number, number, number];

@@ -20,7 +20,8 @@ function batched<S extends TensorOps<S>>(op: string, input: S, n: number): { x: 
     throw new LoomShapeError(`[${op}] Expected ${n + 1}D or ${n + 2}D (batch mode) tensor for input, but got input of size: ${fmtShape(input.shape)}`);
   }
   if (!isFloating(input.dtype)) throw new LoomDtypeError(`[${op}] expected a floating point input, got ${input.dtype}`);
-  if (input.shape.slice(input.ndim - n).some((s) => s === 0)) {
+  // only the batch dim may be empty: [C, *] unbatched, [N, C, *] batched (torch's check)
+  if (input.shape.slice(input.ndim - n - 1).some((s) => s === 0)) {
     throw new LoomShapeError(`[${op}] Expected input's non-batch dimensions to have positive length, but input has a shape of ${fmtShape(input.shape)}`);
   }
   const unbatched = input.ndim === n + 1;

@@ -7,6 +7,7 @@
  * cannot express.
  */
 import * as loom from "../../src/index.ts";
+import { NN_ADAPTERS } from "./adapters_nn.ts";
 import { SHAPE_ADAPTERS } from "./adapters_shape.ts";
 
 export class Unsupported extends Error {}
@@ -126,6 +127,7 @@ const SORT_ADAPTERS: Record<string, Adapter> = {
 export const ADAPTERS: Record<string, Adapter> = {
   ...SHAPE_ADAPTERS, // tests/opinfo/adapters_shape.ts
   ...SORT_ADAPTERS,
+  ...NN_ADAPTERS, // tests/opinfo/adapters_nn.ts
   add: withAlpha("add"),
   sub: withAlpha("sub"),
   ...Object.fromEntries(["mul", "floor_divide", "remainder", "pow", "maximum", "minimum",

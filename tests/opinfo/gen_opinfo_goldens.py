@@ -78,6 +78,13 @@ scatter scatter_reduce.sum scatter_reduce.prod scatter_reduce.mean scatter_reduc
 round.decimals_0 round.decimals_3 round.decimals_neg_3 einsum
 nn.functional.pad.constant nn.functional.pad.reflect nn.functional.pad.replicate nn.functional.pad.circular
 sort argsort msort topk kthvalue
+nn.functional.leaky_relu nn.functional.conv1d nn.functional.conv2d nn.functional.unfold
+nn.functional.max_pool1d nn.functional.max_pool2d nn.functional.avg_pool1d nn.functional.avg_pool2d
+nn.functional.adaptive_avg_pool1d nn.functional.adaptive_avg_pool2d
+nn.functional.adaptive_max_pool1d nn.functional.adaptive_max_pool2d
+nn.functional.batch_norm nn.functional.group_norm
+nn.functional.nll_loss nn.functional.l1_loss nn.functional.huber_loss nn.functional.smooth_l1_loss
+nn.functional.kl_div nn.functional.binary_cross_entropy nn.functional.binary_cross_entropy_with_logits
 """.split()
 
 DTYPES = {torch.float64: "float64", torch.float32: "float32", torch.int64: "int64",
@@ -214,6 +221,8 @@ def record(op, sample, dtype, sid, gen):
            "input": enc.value(sample.input),
            "args": [enc.value(a) for a in sample.args],
            "kwargs": {k: enc.value(v) for k, v in sample.kwargs.items()}}
+    # the inputs as they were before the call (batch_norm in training updates running_mean/var)
+    before = [dict(enc_tensor(t), **({"rg": 1} if t.requires_grad else {})) for t in enc.tensors]
     out = op(sample.input, *sample.args, **sample.kwargs)
     outs = out_list(out)
     if not all(isinstance(o, torch.Tensor) for o in outs):
@@ -230,7 +239,7 @@ def record(op, sample, dtype, sid, gen):
         rec["cots"] = [enc_tensor(c) if c is not None else None for c in cots]
         rec["grads"] = [enc_tensor(gmap[id(t)]) if id(t) in gmap and gmap[id(t)] is not None else None
                         for t in enc.tensors]
-    rec["tensors"] = [dict(enc_tensor(t), **({"rg": 1} if t.requires_grad else {})) for t in enc.tensors]
+    rec["tensors"] = before
     return rec
 
 
