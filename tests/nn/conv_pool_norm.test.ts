@@ -12,7 +12,7 @@ import { nn, optim } from "../../src/index.ts";
 import { pendingCount } from "../../src/lazy/deferred.ts";
 import { copyOnWriteStats } from "../../src/lazy/readers.ts";
 import { planCacheStats } from "../../src/scheduler/compile.ts";
-import { BACKENDS, useBackend } from "../backends.ts";
+import { BACKENDS, WEBGPU, useBackend } from "../backends.ts";
 import { thrown } from "../thrown.ts";
 import { expectClose, readGolden, type Arr } from "./helpers.ts";
 
@@ -358,4 +358,36 @@ describe.each(BACKENDS)("a small CNN training step on %s", (backend) => {
       expect(pendingCount()).toEqual({ writes: 0, values: 0 });
     });
   }
+});
+
+// webgpu: the OpInfo suite (tests/opinfo) runs conv, unfold, the pools, batch_norm and group_norm
+// there; fold has no OpInfo entry in torch 1.13 and OpInfo reads no running statistics, so these two
+// run here against the js results (float32 tolerance; lavapipe on CI).
+describe.if(WEBGPU)("conv/pool/norm on webgpu", () => {
+  const GPU_TOL = { rtol: 1e-4, atol: 1e-5 };
+  test("fold: values and input gradient equal js", () => {
+    const run = (gpu: boolean) => {
+      let x = pattern([2, 6, 12], 3);
+      if (gpu) x = x.to("webgpu");
+      x.requires_grad_(true);
+      const y = F.fold(x, [5, 4], [2, 3], { stride: [2, 1], padding: 1 });
+      let g = pattern(y.shape, 4);
+      if (gpu) g = g.to("webgpu");
+      y.mul(g).sum().backward();
+      return { y: Array.from(y.dataSync()), gx: Array.from(x.grad!.dataSync()) };
+    };
+    const js = run(false), gpu = run(true);
+    expectClose(gpu.y, js.y, GPU_TOL);
+    expectClose(gpu.gx, js.gx, GPU_TOL);
+  });
+  test("batch_norm in training updates running_mean/var as on js", () => {
+    const run = (gpu: boolean) => {
+      const dev = (t: loom.Tensor) => (gpu ? t.to("webgpu") : t);
+      const rm = dev(loom.zeros([3])), rv = dev(loom.ones([3]));
+      const y = F.batch_norm(dev(pattern([4, 3, 5], 5)), rm, rv, null, null, true, 0.1, 1e-5);
+      return [y, rm, rv].map((t) => Array.from(t.dataSync()));
+    };
+    const js = run(false), gpu = run(true);
+    for (let i = 0; i < 3; i++) expectClose(gpu[i]!, js[i]!, { ...GPU_TOL, what: ["out", "running_mean", "running_var"][i] });
+  });
 });
