@@ -11,8 +11,7 @@ const F = loom.nn.F;
 
 /** Reads a loss's parameters; the deprecated size_average/reduce pair is refused. */
 function lossParams(c: Call, names: string[]): any[] {
-  const withLegacy = [...names];
-  const v = params(c, withLegacy, ["size_average", "reduce"]);
+  const v = params(c, names, ["size_average", "reduce"]);
   for (const k of ["size_average", "reduce"]) {
     if (c.kwargs[k] !== undefined && c.kwargs[k] !== null) throw new Unsupported("deprecated size_average/reduce");
   }
