@@ -115,6 +115,12 @@ export function finfo_min(dtype: DType): number {
   }
 }
 
+/**
+ * JS values of the cache_position tensors made by `StaticCache.cache_positions` (lazy ones
+ * included): facts about the tensor, so shared by all caches.
+ */
+const KNOWN_POSITIONS = new WeakMap<object, number[]>();
+
 export class StaticCache {
   readonly max_batch_size: number;
   readonly max_cache_len: number;
@@ -131,8 +137,6 @@ export class StaticCache {
   private readonly slots: Tensor;
   /** Positions 0..seen-1 have been written (HF get_seq_length). */
   private seen = 0;
-  /** JS values of the cache_position tensors made by `cache_positions` (lazy ones included). */
-  private readonly known = new WeakMap<object, number[]>();
 
   /**
    * @throws LoomValueError for a missing or non-positive size (naming the key), n_embd not divisible
@@ -184,7 +188,7 @@ export class StaticCache {
     const positions = Array.from({ length: T }, (_, i) => start + i);
     this.check_positions(positions);
     const t = lift(arange(start, start + T, 1, { dtype: "int64", device: this.device }), like);
-    this.known.set(t, positions);
+    KNOWN_POSITIONS.set(t, positions);
     return t;
   }
 
@@ -253,7 +257,7 @@ export class StaticCache {
     }
     // eager positions, and lazy ones the cache made, are checked here; other lazy ones were checked
     // by the caller on their JS values (reading them here would realize the graph mid-forward)
-    const known = this.known.get(pos) ?? (pos.isLazy ? null : Array.from(pos.dataSync()));
+    const known = KNOWN_POSITIONS.get(pos) ?? (pos.isLazy ? null : Array.from(pos.dataSync()));
     if (known) {
       this.check_positions(known);
       // HF get_seq_length counts layer 0's written slots: the same count, kept as a number
