@@ -143,8 +143,8 @@ export function repeat_kv<S extends TensorOps<S>>(hidden_states: S, n_rep: numbe
 
 /**
  * softmax(q·kᵀ·scaling + mask)·v over repeated KV heads, softmax in float32 (HF
- * eager_attention_forward; Loom's F.scaled_dot_product_attention has no enable_gqa, so the KV
- * heads are repeated here as HF's eager path does).
+ * eager_attention_forward: the KV heads are repeated here as HF's eager path does;
+ * F.scaled_dot_product_attention(..., { enable_gqa: true }) computes the same, see the tests).
  * @param attention_mask - additive float [B|1, 1, T, S_total] or null; its last dim is cut to the key length
  * @returns [B, T, H, D] (transposed back, as HF returns it)
  */
@@ -275,16 +275,10 @@ export interface LlamaDecoderInputs {
 
 /**
  * A StaticCache for this config: per layer keys/values [B, num_key_value_heads, T_max, head_dim]
- * (HF StaticCache(config, max_batch_size, max_cache_len)). Loom's CacheConfig is GPT-2's
- * (n_head, n_embd with head_dim = n_embd / n_head), so the KV heads are passed as n_head.
+ * (HF StaticCache(config, max_batch_size, max_cache_len): the cache reads HF's config names).
  */
 export function make_static_cache(config: LlamaConfig, opts: { max_batch_size?: number; max_cache_len?: number; dtype?: loom.DType } = {}): models.StaticCache {
-  return new models.StaticCache({
-    config: { n_layer: config.num_hidden_layers, n_head: config.num_key_value_heads, n_embd: config.num_key_value_heads * config.head_dim, n_positions: config.max_position_embeddings },
-    max_batch_size: opts.max_batch_size ?? 1,
-    max_cache_len: opts.max_cache_len ?? config.max_position_embeddings,
-    dtype: opts.dtype ?? "float32",
-  });
+  return new models.StaticCache({ config, ...opts });
 }
 
 /**
@@ -310,10 +304,9 @@ export class LlamaDecoder extends nn.Module {
   override forward_lazy<S extends TensorOps<S>>(inputs_embeds: S, inputs: LlamaDecoderInputs = {}): S {
     const T = inputs_embeds.shape[1]!;
     const cache = inputs.past_key_values ?? null;
-    const past = cache ? cache.get_seq_length() : 0;
-    if (cache) cache.check_positions(Array.from({ length: T }, (_, i) => past + i));
-    // positions as tensor VALUES (never attributes or shapes): every decode step is the same graph
-    const cache_position = nn.lift(loom.arange(past, past + T, 1, { dtype: "int64" }), inputs_embeds); // [T]
+    // positions as tensor VALUES (never attributes or shapes): every decode step is the same graph;
+    // the cache's own positions are bounds-checked now and counted by layer 0's update (no advance)
+    const cache_position = cache ? cache.cache_positions(T, inputs_embeds) : nn.lift(loom.arange(0, T, 1, { dtype: "int64" }), inputs_embeds); // [T]
     const position_ids = cache_position.unsqueeze(0); // [1, T]
     // causal mask (HF create_causal_mask, additive float): over the cache's T_max slots with a
     // cache, else over these T positions
@@ -321,7 +314,6 @@ export class LlamaDecoder extends nn.Module {
     const position_embeddings: [S, S] = this.rotary_emb.forward(inputs_embeds, position_ids);
     let h = inputs_embeds;
     for (const layer of this.layers) h = layer.forward(h, { position_embeddings, attention_mask, past_key_value: cache, cache_position });
-    cache?.advance(past + T);
     return h;
   }
 }

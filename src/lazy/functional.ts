@@ -171,19 +171,26 @@ export interface SDPAOptions<S> {
   dropout_p?: number;
   is_causal?: boolean;
   scale?: number | null;
+  /** Grouped-query attention (torch 2.5): k/v may have fewer heads (dim -3) than q. */
+  enable_gqa?: boolean;
 }
 
 /**
  * Scaled dot-product attention: softmax(q kᵀ · scale + mask) v.
- * @param q - [..., L, E]; k - [..., S, E]; v - [..., S, Ev]
+ * @param q - [..., Hq, L, E]; k - [..., Hkv, S, E]; v - [..., Hkv, S, Ev]
  * @param opts.attn_mask - bool (true = attend) or additive float, broadcastable to [..., L, S]
  * @param opts.is_causal - mask out keys after the query position (top-left aligned tril)
- * @returns [..., L, Ev], dtype of q
- * @throws LoomShapeError if E differs between q and k, or S between k and v
+ * @param opts.enable_gqa - with Hkv < Hq, each k/v head serves Hq / Hkv consecutive query heads
+ *   (torch 2.5: k.repeat_interleave(Hq / Hkv, -3); HF repeat_kv); without it the heads must match
+ *   (or broadcast)
+ * @returns [..., Hq, L, Ev], dtype of q
+ * @throws LoomShapeError if E differs between q and k, or S between k and v; with enable_gqa if
+ *   q, k, v are not at least 3-D, k and v differ in heads, or Hkv does not divide Hq
  * Source: Vaswani et al. 2017; torch.nn.functional.scaled_dot_product_attention
  */
 export function scaled_dot_product_attention<S extends TensorOps<S>>(q: S, k: S, v: S, opts: SDPAOptions<S> = {}): S {
-  const { attn_mask = null, dropout_p = 0, is_causal = false, scale = null } = opts;
+  const { attn_mask = null, dropout_p = 0, is_causal = false, scale = null, enable_gqa = false } = opts;
+  if (enable_gqa) [k, v] = repeat_kv_heads(q, k, v);
   const E = q.shape[q.ndim - 1]!;
   if (k.shape[k.ndim - 1] !== E) throw new LoomShapeError(`[scaled_dot_product_attention] q ${fmtShape(q.shape)} and k ${fmtShape(k.shape)} must have the same last dim`);
   if (k.shape[k.ndim - 2] !== v.shape[v.ndim - 2]) throw new LoomShapeError(`[scaled_dot_product_attention] k ${fmtShape(k.shape)} and v ${fmtShape(v.shape)} must have the same sequence length`);
@@ -199,6 +206,23 @@ export function scaled_dot_product_attention<S extends TensorOps<S>>(q: S, k: S,
   att = att.softmax(-1);
   if (dropout_p > 0) att = dropout(att, dropout_p, true);
   return att.matmul(v);
+}
+
+/** enable_gqa: k/v heads (dim -3) repeated to q's, each Hq / Hkv times in a row (repeat_interleave). */
+function repeat_kv_heads<S extends TensorOps<S>>(q: S, k: S, v: S): [S, S] {
+  const shapes = `q ${fmtShape(q.shape)}, k ${fmtShape(k.shape)}, v ${fmtShape(v.shape)}`;
+  if (q.ndim < 3 || k.ndim < 3 || v.ndim < 3) throw new LoomShapeError(`[scaled_dot_product_attention] enable_gqa needs heads at dim -3 (at least 3-D inputs), got ${shapes}`);
+  const Hq = q.shape[q.ndim - 3]!, Hkv = k.shape[k.ndim - 3]!;
+  if (v.shape[v.ndim - 3] !== Hkv) throw new LoomShapeError(`[scaled_dot_product_attention] enable_gqa: k and v must have the same number of heads, got ${shapes}`);
+  if (Hkv === Hq) return [k, v];
+  if (Hq % Hkv !== 0) throw new LoomShapeError(`[scaled_dot_product_attention] enable_gqa: the ${Hq} query heads are not divisible by the ${Hkv} key/value heads (${shapes})`);
+  const n_rep = Hq / Hkv;
+  const rep = (t: S): S => {
+    const s = t.shape, d = t.ndim - 3;
+    // [..., Hkv, 1, S, E] expanded to n_rep and merged: query head h reads kv head ⌊h / n_rep⌋
+    return t.unsqueeze(d + 1).expand(...s.slice(0, d + 1), n_rep, ...s.slice(d + 1)).reshape(...s.slice(0, d), Hq, ...s.slice(d + 1));
+  };
+  return [rep(k), rep(v)];
 }
 
 /**

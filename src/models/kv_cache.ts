@@ -13,8 +13,11 @@
  * `attention_mask`), so the unfilled zero slots change nothing. Eager states without grad record
  * no graph, so there only the new slots are written (HF's index_copy_): the same values, cheaper.
  *
- * Bounds are checked on JS numbers before anything is written (`check_positions`): decoding past
- * T_max raises LoomIndexError and never wraps or overwrites.
+ * Bounds are checked on JS numbers before anything is written (`check_positions`, also inside
+ * `update` for eager positions and those made by `cache_positions`): decoding past T_max raises
+ * LoomIndexError and never wraps or overwrites. Layer 0's update counts the positions written
+ * (HF's get_seq_length counts layer 0), so a port that forgets `advance` still moves on.
+ * Config: GPT-2 names, HF Llama names (num_key_value_heads, head_dim) or the shape itself.
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/cache_utils.py
  * (StaticCache.update: `k_out.index_copy_(2, cache_position, key_states)`).
  */
@@ -25,7 +28,7 @@ import { lift } from "../nn/execution.ts";
 import { isFloating, type DType } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 
-/** What the cache needs from a model config (GPT2Config has these fields). */
+/** GPT-2's config names (GPT2Config has these fields): head_dim = n_embd / n_head, all heads cached. */
 export interface CacheConfig {
   n_layer: number;
   n_head: number;
@@ -33,17 +36,73 @@ export interface CacheConfig {
   n_positions: number;
 }
 
+/**
+ * Hugging Face's Llama-style config names (LlamaConfig, as HF StaticCache reads them):
+ * num_key_value_heads defaults to num_attention_heads, head_dim to hidden_size / num_attention_heads.
+ */
+export interface HFCacheConfig {
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  hidden_size: number;
+  num_key_value_heads?: number;
+  head_dim?: number;
+  max_position_embeddings: number;
+}
+
+/** The cache's own shape: layers, cached (KV) heads, head size and optionally T_max. */
+export interface ExplicitCacheConfig {
+  num_layers: number;
+  num_kv_heads: number;
+  head_dim: number;
+  max_cache_len?: number;
+}
+
 export interface StaticCacheOptions {
-  /** The model's config: layers, heads, head_dim = n_embd / n_head; T_max defaults to n_positions. */
-  config: CacheConfig;
+  /**
+   * The model's config, GPT-2 names (CacheConfig) or HF Llama names (HFCacheConfig); T_max
+   * defaults to n_positions / max_position_embeddings. Leave it out to give the shape directly
+   * (num_layers, num_kv_heads, head_dim, max_cache_len).
+   */
+  config?: CacheConfig | HFCacheConfig | ExplicitCacheConfig;
+  /** Explicit form: layers (with num_kv_heads, head_dim instead of config). */
+  num_layers?: number;
+  /** Explicit form: KV heads cached per layer. */
+  num_kv_heads?: number;
+  /** Explicit form: size of one head. */
+  head_dim?: number;
   /** Batch size B the cache holds (HF max_batch_size; inputs must have exactly this batch). Default 1. */
   max_batch_size?: number;
-  /** T_max, positions per sequence (HF max_cache_len). Default config.n_positions. */
+  /** T_max, positions per sequence (HF max_cache_len). Default the config's maximum positions (required in the explicit form). */
   max_cache_len?: number;
   /** Device of the cache tensors (default "cpu"); put it on the model's device. */
   device?: string;
   /** Floating dtype of keys and values (default float32); must equal the model's activations. */
   dtype?: DType;
+}
+
+/** Layers, KV heads, head_dim and T_max from any of the three config forms; every key checked. */
+function resolveShape(opts: StaticCacheOptions): { num_layers: number; num_kv_heads: number; head_dim: number; max_cache_len: number | undefined } {
+  const c = (opts.config ?? opts) as Partial<CacheConfig & HFCacheConfig & ExplicitCacheConfig>;
+  const int = (k: string, v: unknown): number => {
+    if (typeof v !== "number" || !Number.isInteger(v) || v < 1) throw new LoomValueError(`[StaticCache] ${k} must be a positive integer, got ${v}`);
+    return v;
+  };
+  if (c.n_layer !== undefined) {
+    const n_head = int("n_head", c.n_head), n_embd = int("n_embd", c.n_embd);
+    if (n_embd % n_head !== 0) throw new LoomValueError(`[StaticCache] n_embd=${n_embd} is not divisible by n_head=${n_head}`);
+    return { num_layers: int("n_layer", c.n_layer), num_kv_heads: n_head, head_dim: n_embd / n_head, max_cache_len: c.n_positions };
+  }
+  if (c.num_hidden_layers !== undefined) {
+    const heads = int("num_attention_heads", c.num_attention_heads), hidden = int("hidden_size", c.hidden_size);
+    const kv = int("num_key_value_heads", c.num_key_value_heads ?? heads);
+    if (heads % kv !== 0) throw new LoomValueError(`[StaticCache] num_attention_heads=${heads} is not divisible by num_key_value_heads=${kv}`);
+    if (c.head_dim === undefined && hidden % heads !== 0) throw new LoomValueError(`[StaticCache] hidden_size=${hidden} is not divisible by num_attention_heads=${heads} (and no head_dim is given)`);
+    return { num_layers: int("num_hidden_layers", c.num_hidden_layers), num_kv_heads: kv, head_dim: int("head_dim", c.head_dim ?? hidden / heads), max_cache_len: c.max_position_embeddings };
+  }
+  if (c.num_layers !== undefined) {
+    return { num_layers: int("num_layers", c.num_layers), num_kv_heads: int("num_kv_heads", c.num_kv_heads), head_dim: int("head_dim", c.head_dim), max_cache_len: c.max_cache_len };
+  }
+  throw new LoomValueError("[StaticCache] needs a config with GPT-2 names (n_layer, n_head, n_embd, n_positions), HF names (num_hidden_layers, num_attention_heads, hidden_size, max_position_embeddings), or num_layers, num_kv_heads, head_dim, max_cache_len");
 }
 
 /** The most negative finite value of a float dtype (torch.finfo(dtype).min): HF's mask value. */
@@ -55,6 +114,12 @@ export function finfo_min(dtype: DType): number {
     default: return -3.4028234663852886e38; // float32
   }
 }
+
+/**
+ * JS values of the cache_position tensors made by `StaticCache.cache_positions` (lazy ones
+ * included): facts about the tensor, so shared by all caches.
+ */
+const KNOWN_POSITIONS = new WeakMap<object, number[]>();
 
 export class StaticCache {
   readonly max_batch_size: number;
@@ -74,27 +139,28 @@ export class StaticCache {
   private seen = 0;
 
   /**
-   * @throws LoomValueError for a non-positive batch or length, or a head count that does not divide n_embd;
-   *   LoomDtypeError for a non-floating dtype
+   * @throws LoomValueError for a missing or non-positive size (naming the key), n_embd not divisible
+   *   by n_head, hidden_size not divisible by num_attention_heads (without head_dim), or
+   *   num_attention_heads not divisible by num_key_value_heads; LoomDtypeError for a non-floating dtype
    */
   constructor(opts: StaticCacheOptions) {
-    const { config, max_batch_size = 1, max_cache_len = config.n_positions, device = "cpu", dtype = "float32" } = opts;
-    for (const [k, v] of [["max_batch_size", max_batch_size], ["max_cache_len", max_cache_len], ["n_layer", config.n_layer], ["n_head", config.n_head]] as const) {
-      if (!Number.isInteger(v) || v < 1) throw new LoomValueError(`[StaticCache] ${k} must be a positive integer, got ${v}`);
+    const shape = resolveShape(opts);
+    const { max_batch_size = 1, max_cache_len = shape.max_cache_len, device = "cpu", dtype = "float32" } = opts;
+    for (const [k, v] of [["max_batch_size", max_batch_size], ["max_cache_len", max_cache_len]] as const) {
+      if (typeof v !== "number" || !Number.isInteger(v) || v < 1) throw new LoomValueError(`[StaticCache] ${k} must be a positive integer, got ${v}`);
     }
-    if (config.n_embd % config.n_head !== 0) throw new LoomValueError(`[StaticCache] n_embd=${config.n_embd} is not divisible by n_head=${config.n_head}`);
     if (!isFloating(dtype)) throw new LoomDtypeError(`[StaticCache] keys and values must have a floating dtype, got ${dtype}`);
     this.max_batch_size = max_batch_size;
-    this.max_cache_len = max_cache_len;
-    this.num_heads = config.n_head;
-    this.head_dim = config.n_embd / config.n_head;
-    this.num_layers = config.n_layer;
+    this.max_cache_len = max_cache_len!;
+    this.num_heads = shape.num_kv_heads;
+    this.head_dim = shape.head_dim;
+    this.num_layers = shape.num_layers;
     this.dtype = dtype;
     this.device = device;
-    const shape = [max_batch_size, this.num_heads, max_cache_len, this.head_dim];
-    this.key_cache = Array.from({ length: this.num_layers }, () => zeros(shape, { dtype, device }));
-    this.value_cache = Array.from({ length: this.num_layers }, () => zeros(shape, { dtype, device }));
-    this.slots = arange(max_cache_len, undefined, 1, { dtype: "int64", device });
+    const dims = this.shape;
+    this.key_cache = Array.from({ length: this.num_layers }, () => zeros(dims, { dtype, device }));
+    this.value_cache = Array.from({ length: this.num_layers }, () => zeros(dims, { dtype, device }));
+    this.slots = arange(this.max_cache_len, undefined, 1, { dtype: "int64", device });
   }
 
   /** Positions written so far (HF get_seq_length): the next token goes to this position. */
@@ -110,6 +176,20 @@ export class StaticCache {
   /** The shape of every key/value tensor: [B, n_head, T_max, head_dim]. */
   get shape(): number[] {
     return [this.max_batch_size, this.num_heads, this.max_cache_len, this.head_dim];
+  }
+
+  /**
+   * The int64 [T] slots start..start+T-1 (default start: get_seq_length()), of the same kind as
+   * `like` (eager or lazy). The cache keeps their JS values, so `update` bounds-checks and counts
+   * them even when the tensor is lazy (reading a lazy tensor mid-forward would realize its graph).
+   * @throws LoomIndexError when a slot is outside [0, T_max), before anything is written
+   */
+  cache_positions<S extends TensorOps<S>>(T: number, like: S, start = this.seen): S {
+    const positions = Array.from({ length: T }, (_, i) => start + i);
+    this.check_positions(positions);
+    const t = lift(arange(start, start + T, 1, { dtype: "int64", device: this.device }), like);
+    KNOWN_POSITIONS.set(t, positions);
+    return t;
   }
 
   /** Zero every tensor and forget the written positions (HF reset), keeping the allocation. */
@@ -159,9 +239,12 @@ export class StaticCache {
    * gradients flow through the returned tensors within one call, not across calls.
    * @param key_states - [B, n_head, T, head_dim], the cache's dtype
    * @param value_states - same shape as key_states
-   * @param cache_kwargs.cache_position - int64 [T]: the slot of each of the T new positions, distinct; an eager
-   *   one is bounds-checked here, a lazy one must be checked by the caller (check_positions), as
-   *   GPT2Model does
+   * @param cache_kwargs.cache_position - int64 [T]: the slot of each of the T new positions, distinct.
+   *   Bounds-checked here (before any write) when its values are known on the host: an eager
+   *   tensor, or one made by `cache_positions` (lazy too). Another lazy one must be checked by the
+   *   caller (check_positions), as GPT2Model does, and counted with `advance`.
+   *   Layer 0's update records the positions written (HF counts layer 0's filled slots), so
+   *   get_seq_length() moves on without `advance`.
    * @returns [keys, values], each [B, n_head, T_max, head_dim]; the same kind (eager or lazy) as key_states
    * @throws LoomShapeError / LoomDtypeError / LoomIndexError for states or positions that do not fit
    */
@@ -172,10 +255,15 @@ export class StaticCache {
     if (pos.ndim !== 1 || pos.shape[0] !== T || (pos.dtype !== "int64" && pos.dtype !== "int32")) {
       throw new LoomShapeError(`[StaticCache.update] cache_position must be int64 [${T}] (one slot per new position), got ${pos.dtype} ${fmtShape(pos.shape)}`);
     }
-    // eager positions are checked here; lazy ones were checked by the caller on their JS values
-    // (reading them here would realize the graph mid-forward)
-    const positions = pos.isLazy ? null : Array.from(pos.dataSync());
-    if (positions) this.check_positions(positions);
+    // eager positions, and lazy ones the cache made, are checked here; other lazy ones were checked
+    // by the caller on their JS values (reading them here would realize the graph mid-forward)
+    const known = KNOWN_POSITIONS.get(pos) ?? (pos.isLazy ? null : Array.from(pos.dataSync()));
+    if (known) {
+      this.check_positions(known);
+      // HF get_seq_length counts layer 0's written slots: the same count, kept as a number
+      if (layer_idx === 0) this.advance(Math.max(...known) + 1);
+    }
+    const positions = pos.isLazy ? null : known;
     if (positions && !key_states.requires_grad && !value_states.requires_grad) {
       // eager, no gradient wanted: write only the new slots (HF's index_copy_) and return the
       // cache tensors themselves; no graph is recorded, so nothing asks for a constant structure
@@ -213,8 +301,9 @@ export class StaticCache {
   }
 
   /**
-   * Record that positions up to `end` (exclusive) are now written (called by the model after all
-   * layers' updates of one forward).
+   * Record that positions up to `end` (exclusive) are now written. Idempotent (the count only
+   * grows), and needed only for lazy cache_position tensors the cache did not make: layer 0's
+   * `update` counts the others itself.
    */
   advance(end: number): void {
     this.seen = Math.max(this.seen, end);

@@ -14,7 +14,7 @@ import { readFileSync } from "node:fs";
 import * as loom from "../../src/index.ts";
 import { nn } from "../../src/index.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
-import { LlamaConfig, LlamaDecoder, make_static_cache, repeat_kv, rotate_half } from "../../examples/llama_block.ts";
+import { LlamaConfig, LlamaDecoder, eager_attention_forward, make_static_cache, repeat_kv, rotate_half } from "../../examples/llama_block.ts";
 
 interface Goldens {
   config: { hidden_size: number; num_attention_heads: number; num_key_value_heads: number; head_dim: number; intermediate_size: number; rope_theta: number; rms_norm_eps: number };
@@ -109,6 +109,30 @@ describe("building blocks", () => {
     expect(Array.from(rotate_half(loom.tensor([1, 2, 3, 4, 5, 6], F32)).dataSync())).toEqual([-4, -5, -6, 1, 2, 3]);
     const kv = loom.tensor([10, 20], F32).view(1, 2, 1, 1); // two KV heads
     expect(Array.from(repeat_kv(kv, 2).dataSync())).toEqual([10, 10, 20, 20]); // not [10, 20, 10, 20]
+  });
+
+  describe.each(BACKENDS)("on %s", (backend) => {
+    useBackend(backend);
+    test("eager_attention_forward (repeat_kv) equals F.scaled_dot_product_attention with enable_gqa, values and gradients, eager == lazy", () => {
+      const attn = build().layers.get(0).self_attn;
+      const [Hq, Hkv, D] = [G.config.num_attention_heads, G.config.num_key_value_heads, G.config.head_dim];
+      const mk = (h: number, seed: number) => loom.tensor(Array.from({ length: B * h * T * D }, (_, i) => Math.cos(0.37 * i + seed)), F32).view(B, h, T, D).requires_grad_(true);
+      const mask = loom.tensor(Array.from({ length: T * T }, (_, i) => (i % T <= Math.floor(i / T) ? 0 : -1e30)), F32).view(1, 1, T, T);
+      const run = (gqa: boolean, lazy: boolean) => {
+        const [q, k, v] = [mk(Hq, 1), mk(Hkv, 2), mk(Hkv, 3)];
+        const lz = (x: loom.Tensor) => (lazy ? x.lazy() : x) as any;
+        const out = gqa
+          ? nn.F.scaled_dot_product_attention(lz(q), lz(k), lz(v), { attn_mask: lz(mask), scale: attn.scaling, enable_gqa: true }).transpose(1, 2)
+          : eager_attention_forward(attn, lz(q), lz(k), lz(v), lz(mask), attn.scaling);
+        out.mul(out).sum().backward();
+        return [out, q.grad!, k.grad!, v.grad!].map((t) => Array.from(t.dataSync() as ArrayLike<number>));
+      };
+      const ref = run(false, false);
+      for (const [gqa, lazy] of [[true, false], [true, true], [false, true]] as const) {
+        const got = run(gqa, lazy);
+        got.forEach((g, i) => expect(Math.max(...g.map((x: number, j: number) => Math.abs(x - ref[i]![j]!)))).toBeLessThan(1e-5));
+      }
+    });
   });
 
   test("HF parameter names and shapes", () => {

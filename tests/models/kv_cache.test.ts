@@ -270,3 +270,76 @@ describe.each(BACKENDS)("lazy decoding on %s: plan compiles (planCacheStats miss
     expect(misses.at(-1)).toBe(2);
   });
 });
+
+describe("StaticCache config forms", () => {
+  test("GPT-2 names, HF Llama names (num_key_value_heads, head_dim defaults) and the explicit form give the same kind of cache", () => {
+    expect(new StaticCache({ config: { n_layer: 2, n_head: 4, n_embd: 32, n_positions: 8 } }).shape).toEqual([1, 4, 8, 8]);
+    const hf = { num_hidden_layers: 3, num_attention_heads: 8, hidden_size: 64, max_position_embeddings: 16 };
+    const full = new StaticCache({ config: hf, max_batch_size: 2 });
+    expect([full.num_layers, ...full.shape]).toEqual([3, 2, 8, 16, 8]); // kv heads = attention heads, head_dim = 64 / 8
+    const gqa = new StaticCache({ config: { ...hf, num_key_value_heads: 2, head_dim: 5 }, max_cache_len: 6, dtype: "float64" });
+    expect([gqa.num_layers, ...gqa.shape, gqa.dtype]).toEqual([3, 1, 2, 6, 5, "float64"]);
+    const explicit = new StaticCache({ num_layers: 2, num_kv_heads: 3, head_dim: 4, max_cache_len: 5, max_batch_size: 2, dtype: "float32" });
+    expect([explicit.num_layers, ...explicit.shape]).toEqual([2, 2, 3, 5, 4]);
+    expect(explicit.key_cache.length).toBe(2);
+    expect(explicit.key_cache[1]!.shape).toEqual([2, 3, 5, 4]);
+  });
+
+  test("bad configs raise LoomValueError naming the keys", () => {
+    const hf = { num_hidden_layers: 1, num_attention_heads: 6, hidden_size: 64, max_position_embeddings: 8 };
+    expect(() => new StaticCache({ config: hf })).toThrow(/hidden_size=64 is not divisible by num_attention_heads=6/);
+    expect(() => new StaticCache({ config: { ...hf, hidden_size: 60, num_key_value_heads: 4 } })).toThrow(/num_attention_heads=6 is not divisible by num_key_value_heads=4/);
+    expect(() => new StaticCache({ config: { ...hf, hidden_size: 60, num_key_value_heads: 0 } })).toThrow(LoomValueError);
+    expect(() => new StaticCache({ config: { n_layer: 1, n_head: 3, n_embd: 32, n_positions: 8 } })).toThrow(/n_embd=32 is not divisible by n_head=3/);
+    expect(() => new StaticCache({ num_layers: 2, num_kv_heads: 3, head_dim: 4 })).toThrow(/max_cache_len must be a positive integer/);
+    expect(() => new StaticCache({ num_layers: 2, head_dim: 4, max_cache_len: 4 })).toThrow(/num_kv_heads must be a positive integer/);
+    expect(() => new StaticCache({})).toThrow(LoomValueError);
+  });
+});
+
+describe.each(BACKENDS)("StaticCache counts written positions on %s", (backend) => {
+  useBackend(backend);
+  const mk = () => new StaticCache({ num_layers: 2, num_kv_heads: 1, head_dim: 2, max_cache_len: 4 });
+  const states = (T: number, base: number) => tensor([Array.from({ length: T }, (_, t) => [base + t, -(base + t)])], { dtype: "float32" }).reshape(1, 1, T, 2);
+
+  for (const lazy of [false, true]) {
+    test(`${lazy ? "lazy" : "eager"}: layer 0's update moves get_seq_length on, no advance needed; advance stays idempotent`, () => {
+      const cache = mk();
+      const lz = (x: Tensor) => (lazy ? x.lazy() : x) as unknown as Tensor;
+      for (const [T, base] of [[2, 1], [1, 5]] as const) {
+        const pos = cache.cache_positions(T, lz(states(T, 0)));
+        expect(pos.isLazy).toBe(lazy);
+        for (let l = 0; l < 2; l++) {
+          const [k] = cache.update(lz(states(T, base)), lz(states(T, base)), l, { cache_position: pos });
+          k.dataSync(); // realize (lazy writes happen at flush)
+          expect(cache.get_seq_length()).toBe(base === 1 ? 2 : 3); // counted at layer 0
+        }
+      }
+      cache.advance(3); cache.advance(1);
+      expect(cache.get_seq_length()).toBe(3);
+      // the slots hold what was written: positions 0, 1 from the prefill, 2 from the decode step
+      expect(Array.from(cache.key_cache[1]!.dataSync())).toEqual([1, -1, 2, -2, 5, -5, 0, 0]);
+      // an eager position tensor the cache did not make is read and counted too
+      if (!lazy) {
+        cache.update(states(1, 7), states(1, 7), 0, { cache_position: tensor([3], int64) });
+        expect(cache.get_seq_length()).toBe(4);
+      }
+    });
+
+    test(`${lazy ? "lazy" : "eager"}: positions past T_max raise LoomIndexError before any write`, () => {
+      const cache = mk();
+      const lz = (x: Tensor) => (lazy ? x.lazy() : x) as unknown as Tensor;
+      cache.update(lz(states(4, 1)), lz(states(4, 1)), 0, { cache_position: cache.cache_positions(4, lz(states(4, 0))) })[0].dataSync();
+      expect(cache.get_seq_length()).toBe(4);
+      expect(() => cache.cache_positions(1, lz(states(1, 0)))).toThrow(LoomIndexError);
+      expect(() => cache.cache_positions(1, lz(states(1, 0)))).toThrow(/cannot write position 4: the cache holds T_max=4/);
+      // a position tensor made in range, then handed to update of a cache it no longer fits
+      const small = new StaticCache({ num_layers: 1, num_kv_heads: 1, head_dim: 2, max_cache_len: 2 });
+      const pos = cache.cache_positions(2, lz(states(2, 0)), 2); // slots 2, 3
+      expect(() => small.update(lz(states(2, 9)), lz(states(2, 9)), 0, { cache_position: pos })).toThrow(LoomIndexError);
+      expect(() => small.update(states(2, 9), states(2, 9), 0, { cache_position: tensor([1, 2], int64) })).toThrow(/cannot write position 2/);
+      expect(Array.from(small.key_cache[0]!.dataSync())).toEqual([0, 0, 0, 0]);
+      expect(small.get_seq_length()).toBe(0);
+    });
+  }
+});
