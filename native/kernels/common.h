@@ -101,6 +101,53 @@ static inline uint16_t f32_to_bf16(float v) {
   return (uint16_t)(((x + 0x7fff + lsb) >> 16) & 0xffff);
 }
 
+/*
+ * Branch-free forms of the conversions above, for the block loops (load_block/store_block): the
+ * compiler vectorizes them, where the branchy scalar forms run one element at a time. Same bits
+ * as f16_to_f32 / f32_to_f16 / f32_to_bf16 for every input (checked over all 2^32 floats when
+ * they were written; tests/native/half.test.ts checks them against the js reference).
+ * f32_to_f16_bf is the float-arithmetic rounding of Maratyszcza's FP16 library (MIT): scaling by
+ * 2^112 then 2^-110 and adding a power of two makes the FPU round to nearest even at the half's
+ * precision (subnormals included); it needs round-to-nearest and no contraction (CFLAGS
+ * -ffp-contract=off), as the rest of the kernels do.
+ */
+static inline float f16_to_f32_bf(uint16_t h) {
+  /* exponent and mantissa moved into place and rebiased (+112); infinities/NaN rebiased once
+   * more to 255; subnormals (and zero) as 2^-14 · (1 + m/1024) - 2^-14, exact in float */
+  uint32_t o = (uint32_t)(h & 0x7fff) << 13, e = o & 0x0f800000u;
+  uint32_t inf = 0u - (uint32_t)(e == 0x0f800000u), sub = 0u - (uint32_t)(e == 0);
+  o += 0x38000000u + (inf & 0x38000000u) + (sub & 0x00800000u);
+  float f, fs;
+  memcpy(&f, &o, 4);
+  fs = f - 6.103515625e-05f;
+  uint32_t sb, x;
+  memcpy(&sb, &fs, 4);
+  x = ((sb & sub) | (o & ~sub)) | ((uint32_t)(h & 0x8000) << 16);
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static inline uint16_t f32_to_f16_bf(float v) {
+  uint32_t w, b;
+  memcpy(&w, &v, 4);
+  uint32_t shl1 = w + w, sign = w & 0x80000000u, bias = shl1 & 0xff000000u;
+  if (bias < 0x71000000u) bias = 0x71000000u;
+  float base = (fabsf(v) * 0x1.0p+112f) * 0x1.0p-110f, add;
+  uint32_t ab = (bias >> 1) + 0x07800000u;
+  memcpy(&add, &ab, 4);
+  base = add + base;
+  memcpy(&b, &base, 4);
+  uint32_t nonsign = ((b >> 13) & 0x7c00u) + (b & 0x0fffu);
+  return (uint16_t)((sign >> 16) | (shl1 > 0xff000000u ? 0x7e00u : nonsign));
+}
+
+static inline uint16_t f32_to_bf16_bf(float v) {
+  uint32_t x;
+  memcpy(&x, &v, 4);
+  uint32_t nan = ((x >> 16) | 0x40) & 0xffff, r = ((x + 0x7fff + ((x >> 16) & 1)) >> 16) & 0xffff;
+  return (uint16_t)((x & 0x7fffffff) > 0x7f800000 ? nan : r);
+}
+
 /* ---- integer stores: JavaScript's typed-array conversions ------------------------------------ */
 /** ToInt32-style wrap of a double into [0, 2^bits) (NaN and infinities give 0). */
 static inline uint32_t js_wrap(double d, double mod) {

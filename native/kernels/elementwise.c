@@ -89,6 +89,11 @@ void load_block(double *d, const char *p, int dt, int64_t i0, int64_t s, int n) 
     case DT_I32: LOADS(int32_t)
     case DT_I8: LOADS(int8_t)
     case DT_U8: case DT_BOOL: LOADS(uint8_t)
+#define LOADH(CVT) { const uint16_t *q = (const uint16_t *)p + i0; if (s == 1) for (int i = 0; i < n; i++) d[i] = CVT(q[i]); \
+                     else for (int i = 0; i < n; i++) d[i] = CVT(q[i * s]); } break;
+    case DT_F16: LOADH(f16_to_f32_bf)
+    case DT_BF16: LOADH(bf16_to_f32)
+#undef LOADH
     default: for (int i = 0; i < n; i++) d[i] = load1(p, dt, i0 + i * s);
   }
 #undef LOADS
@@ -113,6 +118,12 @@ void store_block(char *p, int dt, int64_t i0, int64_t s, const double *v, int n)
       for (int i = 0; i < n; i++) q[i * s] = v[i] != 0;
       break;
     }
+    /* halves: double -> float -> half, each rounded to nearest even, as store1 */
+#define STOREH(CVT) { uint16_t *q = (uint16_t *)p + i0; if (s == 1) for (int i = 0; i < n; i++) q[i] = CVT((float)v[i]); \
+                      else for (int i = 0; i < n; i++) q[i * s] = CVT((float)v[i]); } break;
+    case DT_F16: STOREH(f32_to_f16_bf)
+    case DT_BF16: STOREH(f32_to_bf16_bf)
+#undef STOREH
     default: for (int i = 0; i < n; i++) store1(p, dt, i0 + i * s, v[i]);
   }
 }
@@ -386,6 +397,8 @@ void round_block(double *v, int dt, int n) {
   switch (dt) {
     case DT_F64: return;
     case DT_F32: for (int i = 0; i < n; i++) v[i] = (float)v[i]; return;
+    case DT_F16: for (int i = 0; i < n; i++) v[i] = f16_to_f32_bf(f32_to_f16_bf((float)v[i])); return;
+    case DT_BF16: for (int i = 0; i < n; i++) v[i] = bf16_to_f32(f32_to_bf16_bf((float)v[i])); return;
     default: {
       char tmp[8];
       for (int i = 0; i < n; i++) { store1(tmp, dt, 0, v[i]); v[i] = load1(tmp, dt, 0); }
