@@ -9,6 +9,8 @@
 import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { nn } from "../../src/index.ts";
+import { copyOnWriteStats } from "../../src/lazy/readers.ts";
+import { planCacheStats } from "../../src/scheduler/compile.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
 import { expectClose, readGolden } from "./helpers.ts";
 
@@ -81,6 +83,53 @@ for (const backend of BACKENDS) {
         if (backend === "js") for (let i = 0; i < 3; i++) expect(toArr(l[i]!)).toEqual(toArr(e[i]!));
       });
     }
+  });
+}
+
+/**
+ * 4 Adam steps of Embedding(max_norm, scale_grad_by_freq) -> Linear -> MSE: the weight after each
+ * step, plans per step, plan compiles and copy-on-write copies from step 2 on.
+ */
+function trainLoop(mode: nn.ExecutionMode) {
+  loom.manual_seed(5);
+  const emb = new nn.Embedding(7, 4, { max_norm: 1, scale_grad_by_freq: true, padding_idx: 0 });
+  const head = new nn.Linear(4, 1);
+  const opt = new loom.optim.Adam([...emb.parameters(), ...head.parameters()], { lr: 0.05 });
+  const x = loom.tensor([[1, 3, 3, 0], [6, 2, 3, 5]], { dtype: "int64" });
+  const t = loom.randn([2, 4, 1]);
+  const weights: number[][] = [], plans: number[] = [];
+  let misses0 = 0, copies0 = 0;
+  nn.with_execution_mode(mode, () => {
+    for (let step = 0; step < 4; step++) {
+      if (step === 2) [misses0, copies0] = [planCacheStats.misses, copyOnWriteStats.copies];
+      const r0 = loom.realizeStats.realizes;
+      opt.zero_grad();
+      const loss = loom.mse_loss(head.call(emb.call(x)), t);
+      loss.backward();
+      opt.step();
+      loss.item();
+      plans.push(loom.realizeStats.realizes - r0);
+      weights.push(toArr(emb.weight));
+    }
+  });
+  return { weights, plans: plans.slice(1), misses: planCacheStats.misses - misses0, copies: copyOnWriteStats.copies - copies0 };
+}
+
+for (const backend of BACKENDS) {
+  describe(`Embedding(max_norm) in a training loop (${backend})`, () => {
+    useBackend(backend);
+    test("lazy == eager step after step; lazy: one plan per step, compiled once, no copy-on-write", () => {
+      const exact = backend === "js";
+      const run = (mode: nn.ExecutionMode) => (exact ? loom.with_compiler_options({ tolerance: "exact" }, () => trainLoop(mode)) : trainLoop(mode));
+      const eager = run("eager"), lazy = run("lazy");
+      eager.weights.forEach((w, i) => {
+        if (exact) expect(lazy.weights[i]).toEqual(w);
+        else expectClose(lazy.weights[i]!, w, { rtol: 1e-5, atol: 1e-6, what: `step ${i}` });
+      });
+      expect(lazy.plans).toEqual([1, 1, 1]);
+      expect(lazy.misses).toBe(0);
+      expect(lazy.copies).toBe(0);
+    });
   });
 }
 
