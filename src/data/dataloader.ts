@@ -29,7 +29,11 @@ export interface DataLoaderOptions<T, B> {
   prefetch?: boolean;
 }
 
-export class DataLoader<T = unknown, B = any> implements Iterable<B>, AsyncIterable<B> {
+/**
+ * T: the sample type; B: the batch type (what collate_fn returns); D: the dataset's own type, so
+ * `loader.dataset` keeps it (`loader.dataset.length` on a map-style dataset, its own fields).
+ */
+export class DataLoader<T = unknown, B = any, D extends Dataset<T> | IterableDataset<T> = Dataset<T> | IterableDataset<T>> implements Iterable<B>, AsyncIterable<B> {
   readonly batch_size: number;
   readonly drop_last: boolean;
   readonly sampler: Sampler | null;
@@ -43,7 +47,7 @@ export class DataLoader<T = unknown, B = any> implements Iterable<B>, AsyncItera
    * @throws LoomValueError for a batch_size that is not a positive integer, shuffle together with
    *   a sampler, or shuffle/sampler with an IterableDataset (as torch)
    */
-  constructor(readonly dataset: Dataset<T> | IterableDataset<T>, opts: DataLoaderOptions<T, B> = {}) {
+  constructor(readonly dataset: D & (Dataset<T> | IterableDataset<T>), opts: DataLoaderOptions<T, B> = {}) {
     const bs = opts.batch_size ?? 1;
     if (!Number.isInteger(bs) || bs <= 0) throw new LoomValueError(`[DataLoader] batch_size should be a positive integer value, but got batch_size=${bs}`);
     if (opts.shuffle && opts.sampler) throw new LoomValueError("[DataLoader] sampler option is mutually exclusive with shuffle");

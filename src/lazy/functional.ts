@@ -2,6 +2,7 @@
  * Functional ops (torch / torch.nn.functional names), generic over Tensor and LazyTensor.
  * Each is a composite of primitives; the composite is the reference a fused kernel must match.
  */
+import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import { OPS } from "../graph/registry.ts";
 import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
@@ -134,18 +135,71 @@ export function rms_norm<S extends TensorOps<S>>(x: S, normalized_shape: readonl
   return weight ? y.mul(weight) : y;
 }
 
+export interface EmbeddingFnOptions {
+  /** Row that gets no gradient (negative counts from the end). */
+  padding_idx?: number | null;
+  /** Looked-up rows whose norm exceeds this are rescaled to it, in place, before the lookup. */
+  max_norm?: number | null;
+  /** The p of the max_norm p-norm (default 2). */
+  norm_type?: number;
+  /** Scale each row's gradient by 1 / (count of its index in `input`). */
+  scale_grad_by_freq?: boolean;
+}
+
 /**
  * Rows of `weight` picked by integer `input` (torch.nn.functional.embedding).
- * @param input - int [*]; weight - [num_embeddings, D]
+ * With `max_norm`, first (no grad, in place: eager weights are written now, a lazy weight is
+ * rebound and the eager tensor it was lifted from gets a deferred write) every looked-up row with
+ * ‖row‖_p > max_norm is scaled by max_norm / (‖row‖_p + 1e-7) (torch.embedding_renorm_).
+ * @param input - int32/int64 [*]
+ * @param weight - [num_embeddings, D] float
+ * @param opts - padding_idx (a number is read as padding_idx), max_norm, norm_type (default 2),
+ *   scale_grad_by_freq
  * @returns [*, D]; rows at `padding_idx` get no gradient
+ * @throws LoomDtypeError for non-integer indices; LoomShapeError for a weight that is not 2-D;
+ *   LoomIndexError for an index outside [0, num_embeddings)
  */
-export function embedding<S extends TensorOps<S>>(input: S, weight: S, padding_idx?: number | null): S {
+export function embedding<S extends TensorOps<S>>(input: S, weight: S, opts?: number | null | EmbeddingFnOptions): S {
+  return _embedding(input, weight, opts, (w, v) => no_grad(() => w.copy_(v)));
+}
+
+/**
+ * embedding with the max_norm write given: `write(weight, value)` stores the renormalized weight
+ * (nn.Embedding writes its eager parameter privately, as BatchNorm writes running stats) and must
+ * leave `weight` holding it.
+ */
+export function _embedding<S extends TensorOps<S>>(input: S, weight: S, opts: number | null | undefined | EmbeddingFnOptions, write: (weight: S, value: S) => void): S {
+  const o: EmbeddingFnOptions = typeof opts === "number" || opts === null || opts === undefined ? { padding_idx: opts } : opts;
   if (input.dtype !== "int64" && input.dtype !== "int32") throw new LoomDtypeError(`[embedding] expected indices of dtype int64 or int32, got ${input.dtype}`);
   if (weight.ndim !== 2) throw new LoomShapeError(`[embedding] weight must be 2-D, got ${fmtShape(weight.shape)}`);
+  const N = weight.shape[0]!;
+  if (o.max_norm !== undefined && o.max_norm !== null && !(o.max_norm >= 0)) throw new LoomValueError(`[embedding] max_norm must be non-negative, got ${o.max_norm}`);
+  const flat = input.flatten();
+  // (an empty embedding_dim has nothing to renormalize or scale)
+  const needCounts = weight.shape[1]! > 0 && ((o.max_norm ?? null) !== null || (o.scale_grad_by_freq === true && weight.requires_grad && is_grad_enabled()));
+  // how often each row is looked up: [N] (an index out of range throws in index_add, naming embedding)
+  const ct: DType = weight.dtype === "float64" ? "float64" : "float32";
+  const counts = needCounts
+    ? no_grad(() => weight.detach().select(1, 0).full_like(0, ct).index_add(0, flat, flat.ones_like().to(ct)))
+    : null;
+  if (o.max_norm !== undefined && o.max_norm !== null && counts) {
+    const max_norm = o.max_norm;
+    no_grad(() => {
+      const norm = weight.detach().norm(o.norm_type ?? 2, 1); // [N]
+      const over = counts!.gt(0).logical_and(norm.gt(max_norm));
+      const scale = norm.full_like(max_norm).div(norm.add(1e-7)).where(over, 1); // torch: max_norm / (norm + 1e-7)
+      write(weight, weight.detach().mul(scale.unsqueeze(1)));
+    });
+  }
   // an index outside [0, num_embeddings) raises `[embedding] index ... out of bounds` (no wrap)
-  let out = weight._apply(OPS.index_select, [input.flatten()], { dim: 0, caller: "embedding" }).reshape([...input.shape, weight.shape[1]!]);
-  if (padding_idx !== undefined && padding_idx !== null) {
-    const p = padding_idx < 0 ? padding_idx + weight.shape[0]! : padding_idx;
+  let rows = weight._apply(OPS.index_select, [flat], { dim: 0, caller: "embedding" }); // [n, D]
+  if (o.scale_grad_by_freq && counts && rows.requires_grad && is_grad_enabled()) {
+    const s = no_grad(() => counts!.index_select(0, flat).reciprocal().to(weight.dtype).unsqueeze(1)); // [n, 1]
+    rows.register_hook((g) => g.mul(s));
+  }
+  let out = rows.reshape([...input.shape, weight.shape[1]!]);
+  if (o.padding_idx !== undefined && o.padding_idx !== null) {
+    const p = o.padding_idx < 0 ? o.padding_idx + N : o.padding_idx;
     // same values, but the padding rows' values come from a detached copy: no gradient to them
     out = out.where(input.ne(p).unsqueeze(-1), out.detach());
   }

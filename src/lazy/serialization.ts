@@ -7,6 +7,7 @@
  * node is a JSON string, boolean, null or number, an array of nodes, or an object with one tag:
  *   {"$tensor": name, "requires_grad"?: true} · {"$dict": {key: node}} · {"$map": [[key, node]...]}
  *   · {"$number": "NaN" | "Infinity" | "-Infinity" | "-0"} · {"$undefined": true}
+ *   · {"$bytes": name} (a Uint8Array such as Generator.get_state(), stored as a 1-D uint8 tensor)
  * A tensor object that appears twice is stored once and loads as one tensor (torch keeps such
  * sharing too); distinct tensors that view one storage are stored, and load, separately.
  * Loading validates the file as untrusted input: the safetensors header and data (io), then the
@@ -28,7 +29,8 @@ type Node = null | boolean | string | number | Node[] | { [tag: string]: unknown
 
 /**
  * Write `obj` to `path` (torch.save): plain objects, arrays, Maps with string or number keys,
- * tensors (eager, or lazy: computed first), numbers, strings, booleans, null and undefined.
+ * tensors (eager, or lazy: computed first), Uint8Arrays (loaded back as Uint8Arrays, e.g.
+ * `Generator.get_state()`), numbers, strings, booleans, null and undefined.
  * @throws LoomValueError naming the path inside `obj` of a value that cannot be stored (a
  *   function, a class instance other than a tensor or Map, a bigint, a cycle)
  */
@@ -55,6 +57,15 @@ export function save(obj: unknown, path: string): void {
         names.set(v, name);
       }
       return v.requires_grad ? { $tensor: name, requires_grad: true } : { $tensor: name };
+    }
+    if (v instanceof Uint8Array) {
+      let name = names.get(v);
+      if (name === undefined) {
+        name = String(tensors.size);
+        tensors.set(name, { dtype: "uint8", shape: [v.length], data: v.slice() }); // a copy: v may view a larger buffer
+        names.set(v, name);
+      }
+      return { $bytes: name };
     }
     if (typeof v !== "object") throw new LoomValueError(`[save] ${at}: cannot save a value of type ${typeof v}`);
     if (open.has(v)) throw new LoomValueError(`[save] ${at}: the object contains itself (a cycle)`);
@@ -88,11 +99,14 @@ function define(o: object, k: string, v: unknown): void {
 /**
  * Read a file written by `save` (torch.load; only data, never code).
  * @param opts.map_location - device for the tensors (default "cpu")
- * @returns the object as saved: tensors as eager Tensors (requires_grad as saved)
+ * @typeParam T - the saved object's type, as the caller knows it (`load<Checkpoint>(path)`); not
+ *   checked at run time
+ * @returns the object as saved: tensors as eager Tensors (requires_grad as saved), Uint8Arrays as
+ *   Uint8Arrays
  * @throws LoomFormatError for a file that is not a Loom checkpoint or whose tree is malformed
  *   (naming the place in it); the safetensors reader's errors for a malformed file
  */
-export function load(path: string, opts: { map_location?: string } = {}): any {
+export function load<T = any>(path: string, opts: { map_location?: string } = {}): T {
   const st = load_file(path, { copy: true });
   const fail = (msg: string) => new LoomFormatError(`[load] ${path}: ${msg}`);
   if (st.metadata.format !== FORMAT || typeof st.metadata["loom.tree"] !== "string") throw fail("not a Loom checkpoint (no loom.tree in the safetensors metadata)");
@@ -103,6 +117,7 @@ export function load(path: string, opts: { map_location?: string } = {}): any {
     throw fail(`the object tree is not valid JSON (${(e as Error).message})`);
   }
   const made = new Map<string, Tensor>();
+  const bytes = new Map<string, Uint8Array>();
   const device = opts.map_location ?? "cpu";
   const decode = (n: unknown, at: string, depth: number): unknown => {
     if (depth > MAX_DEPTH) throw fail(`${at}: nested deeper than ${MAX_DEPTH}`);
@@ -122,6 +137,18 @@ export function load(path: string, opts: { map_location?: string } = {}): any {
       }
       if (o.requires_grad === true) t.requires_grad_(true);
       return t;
+    }
+    if ("$bytes" in o) {
+      const name = o.$bytes;
+      if (typeof name !== "string" || !st.tensors.has(name)) throw fail(`${at}: bytes ${JSON.stringify(name)} are not in the file`);
+      let b = bytes.get(name);
+      if (!b) {
+        const d = st.tensors.get(name)!;
+        if (d.dtype !== "uint8" || d.shape.length !== 1) throw fail(`${at}: bytes ${JSON.stringify(name)} must be a 1-D uint8 tensor, got ${d.dtype} [${d.shape.join(", ")}]`);
+        b = new Uint8Array(d.data as Uint8Array); // own copy, independent of the file's buffer
+        bytes.set(name, b);
+      }
+      return b;
     }
     if ("$dict" in o) {
       const src = o.$dict;
@@ -145,7 +172,7 @@ export function load(path: string, opts: { map_location?: string } = {}): any {
     if (o.$undefined === true) return undefined;
     throw fail(`${at}: unknown node with keys ${JSON.stringify(Object.keys(o))}`);
   };
-  return decode(tree, "obj", 0);
+  return decode(tree, "obj", 0) as T;
 }
 
 /** The default generator's state as a uint8 tensor (torch.get_rng_state); `set_rng_state` restores it. */

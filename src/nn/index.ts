@@ -45,6 +45,11 @@ export {
   type TransformerEncoderForwardOptions, type TransformerEncoderLayerForwardOptions, type TransformerEncoderLayerOptions,
 } from "./transformer.ts";
 export { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";
+export { pad_sequence, type PadSequenceOptions } from "./rnn_utils.ts";
+import { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";
+import { pad_sequence } from "./rnn_utils.ts";
+/** torch.nn.utils's spellings: `nn.utils.rnn.pad_sequence`, `nn.utils.clip_grad_norm_`, `nn.utils.clip_grad_value_`. */
+export const utils = { rnn: { pad_sequence }, clip_grad_norm_, clip_grad_value_ } as const;
 export * as init from "./init.ts";
 export * as functional from "./functional.ts";
 export * as F from "./functional.ts";

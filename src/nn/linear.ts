@@ -4,7 +4,8 @@
  */
 import { no_grad } from "../autograd/grad_mode.ts";
 import { zeros } from "../lazy/creation.ts";
-import { embedding, linear } from "../lazy/functional.ts";
+import { _embedding, linear } from "../lazy/functional.ts";
+import { LazyTensor } from "../lazy/lazy_tensor.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import type { DType } from "../tensor/dtype.ts";
@@ -12,7 +13,7 @@ import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
 import { lift } from "./execution.ts";
 import { kaiming_uniform_, normal_, uniform_ } from "./init.ts";
-import { TensorModule } from "./module.ts";
+import { TensorModule, py_float } from "./module.ts";
 import { Parameter } from "./parameter.ts";
 
 export interface LinearOptions {
@@ -84,6 +85,14 @@ export interface EmbeddingOptions {
   generator?: Generator;
   /** Use this tensor [num_embeddings, embedding_dim] as the weight instead of a random one. */
   _weight?: Tensor | null;
+  /** Looked-up rows with a norm above this are rescaled to it, in place, at each forward. */
+  max_norm?: number | null;
+  /** The p of the max_norm p-norm (default 2). */
+  norm_type?: number;
+  /** Scale each row's gradient by 1 / (its count in the batch). */
+  scale_grad_by_freq?: boolean;
+  /** Only false is accepted (sparse gradients are not supported). */
+  sparse?: boolean;
 }
 
 /**
@@ -96,8 +105,14 @@ export class Embedding extends TensorModule {
   readonly num_embeddings: number;
   readonly embedding_dim: number;
   readonly padding_idx: number | null;
+  readonly max_norm: number | null;
+  readonly norm_type: number;
+  readonly scale_grad_by_freq: boolean;
 
-  /** @throws LoomValueError if padding_idx is outside [-num_embeddings, num_embeddings) */
+  /**
+   * @throws LoomValueError if padding_idx is outside [-num_embeddings, num_embeddings), max_norm
+   *   is negative, or sparse is true
+   */
   constructor(num_embeddings: number, embedding_dim: number, opts: EmbeddingOptions = {}) {
     super();
     this.num_embeddings = num_embeddings;
@@ -110,6 +125,11 @@ export class Embedding extends TensorModule {
       if (p < 0) p += num_embeddings;
     }
     this.padding_idx = p;
+    if (opts.max_norm !== undefined && opts.max_norm !== null && !(opts.max_norm >= 0)) throw new LoomValueError(`[Embedding] max_norm must be non-negative, got ${opts.max_norm}`);
+    if (opts.sparse) throw new LoomValueError("[Embedding] sparse gradients are not supported (sparse: true)");
+    this.max_norm = opts.max_norm ?? null;
+    this.norm_type = opts.norm_type ?? 2;
+    this.scale_grad_by_freq = opts.scale_grad_by_freq ?? false;
     if (opts._weight) {
       const want = [num_embeddings, embedding_dim];
       if (opts._weight.ndim !== 2 || opts._weight.shape[0] !== want[0] || opts._weight.shape[1] !== want[1]) {
@@ -135,9 +155,10 @@ export class Embedding extends TensorModule {
    * An Embedding whose weight is `embeddings` (shared, not copied); frozen (requires_grad false)
    * unless `freeze` is false (torch.nn.Embedding.from_pretrained).
    */
-  static from_pretrained(embeddings: Tensor, opts: { freeze?: boolean; padding_idx?: number | null } = {}): Embedding {
+  static from_pretrained(embeddings: Tensor, opts: { freeze?: boolean } & Pick<EmbeddingOptions, "padding_idx" | "max_norm" | "norm_type" | "scale_grad_by_freq"> = {}): Embedding {
     if (embeddings.ndim !== 2) throw new LoomShapeError(`[Embedding.from_pretrained] embeddings must be 2-dimensional, got ${fmtShape(embeddings.shape)}`);
-    const e = new Embedding(embeddings.shape[0]!, embeddings.shape[1]!, { _weight: embeddings, padding_idx: opts.padding_idx });
+    const { freeze: _f, ...rest } = opts;
+    const e = new Embedding(embeddings.shape[0]!, embeddings.shape[1]!, { ...rest, _weight: embeddings });
     e.weight.requires_grad = !(opts.freeze ?? true);
     return e;
   }
@@ -147,10 +168,35 @@ export class Embedding extends TensorModule {
    * @returns [*, embedding_dim]
    */
   forward_lazy<S extends TensorOps<S>>(input: S): S {
-    return embedding(input, lift(this.weight, input), this.padding_idx);
+    const opts = { padding_idx: this.padding_idx, max_norm: this.max_norm, norm_type: this.norm_type, scale_grad_by_freq: this.scale_grad_by_freq };
+    return _embedding(input, lift(this.weight, input), opts, (w, v) => this._renorm_write(w, v));
+  }
+
+  /**
+   * The max_norm write: the eager weight is written privately (as BatchNorm writes its running
+   * stats and optimizers their parameters: no copy-on-write copy of the table per step); a lifted
+   * lazy weight is rebound to the value, so the lookup reads it, and the eager write is deferred
+   * into the step's plan.
+   */
+  private _renorm_write<S extends TensorOps<S>>(w: S, value: S): void {
+    if (w instanceof LazyTensor) {
+      const origin = w._origin;
+      w._origin = null; // rebind only: the eager weight is written below
+      try {
+        no_grad(() => w.copy_(value));
+      } finally {
+        w._origin = origin;
+      }
+      this.weight._write_private((value as unknown as LazyTensor).defer());
+    } else this.weight._write_private(value as unknown as Tensor);
   }
 
   override extra_repr(): string {
-    return `${this.num_embeddings}, ${this.embedding_dim}${this.padding_idx !== null ? `, padding_idx=${this.padding_idx}` : ""}`;
+    let s = `${this.num_embeddings}, ${this.embedding_dim}`;
+    if (this.padding_idx !== null) s += `, padding_idx=${this.padding_idx}`;
+    if (this.max_norm !== null) s += `, max_norm=${py_float(this.max_norm)}`;
+    if (this.norm_type !== 2) s += `, norm_type=${py_float(this.norm_type)}`;
+    if (this.scale_grad_by_freq) s += ", scale_grad_by_freq=True";
+    return s;
   }
 }

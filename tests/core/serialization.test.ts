@@ -66,6 +66,36 @@ describe("round trip", () => {
   });
 });
 
+describe("Uint8Array and typed load", () => {
+  test("Generator.get_state() saves as bytes and loads back as a Uint8Array that restores the draws", () => {
+    const g = new loom.Generator(11);
+    loom.randn([3], { generator: g });
+    const state = g.get_state();
+    const big = new Uint8Array([9, 9, 1, 2, 3, 9]);
+    const view = big.subarray(2, 5); // a view into a larger buffer: only its 3 bytes are stored
+    interface Ckpt { step: number; rng: Uint8Array; again: Uint8Array; view: Uint8Array; empty: Uint8Array }
+    loom.save({ step: 4, rng: state, again: state, view, empty: new Uint8Array(0) } satisfies Ckpt, file("bytes.safetensors"));
+    const back = loom.load<Ckpt>(file("bytes.safetensors")); // typed: back.rng is a Uint8Array
+    expect(back.rng).toBeInstanceOf(Uint8Array);
+    expect(Array.from(back.rng)).toEqual(Array.from(state));
+    expect(back.again).toBe(back.rng); // one object, stored once
+    expect(Array.from(back.view)).toEqual([1, 2, 3]);
+    expect(back.empty).toEqual(new Uint8Array(0));
+    expect(back.step).toBe(4);
+    const want = loom.randn([5], { generator: g }).tolist();
+    expect(loom.randn([5], { generator: new loom.Generator(0).set_state(back.rng) }).tolist()).toEqual(want);
+    const untyped = loom.load(file("bytes.safetensors")); // any, as before
+    expect(untyped.step).toBe(4);
+  });
+
+  test("a $bytes node must name a 1-D uint8 tensor", () => {
+    loom.io.save_file({ "0": { dtype: "float32", shape: [1], data: new Float32Array([1]) } }, file("badbytes.safetensors"), { format: "loom", "loom.tree": '{"$bytes": "0"}' });
+    expect(() => loom.load(file("badbytes.safetensors"))).toThrow(/obj: bytes "0" must be a 1-D uint8 tensor, got float32 \[1\]/);
+    loom.io.save_file({ "0": { dtype: "uint8", shape: [1], data: new Uint8Array([1]) } }, file("badbytes.safetensors"), { format: "loom", "loom.tree": '{"$bytes": "3"}' });
+    expect(() => loom.load(file("badbytes.safetensors"))).toThrow(loom.LoomFormatError);
+  });
+});
+
 describe("bad input", () => {
   test("values that cannot be saved raise naming where they are", () => {
     expect(() => loom.save({ a: [1, () => 2] }, file("x.safetensors"))).toThrow(/\[save\] obj\.a\[1\]: cannot save a value of type function/);

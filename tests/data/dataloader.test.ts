@@ -84,6 +84,27 @@ describe("DataLoader over a TensorDataset", () => {
   });
 });
 
+describe("DataLoader.dataset keeps the dataset's type", () => {
+  test("loader.dataset.length and the dataset's own fields type-check on a map-style dataset", () => {
+    const ds = new data.TensorDataset(loom.arange(6), loom.arange(6));
+    const dl = new data.DataLoader(ds, { batch_size: 4, collate_fn: (s) => s.length });
+    const n: number = dl.dataset.length; // a type error if dataset were Dataset | IterableDataset
+    const same: data.TensorDataset = dl.dataset;
+    expect(n).toBe(6);
+    expect(same.tensors).toHaveLength(2);
+    const counts: number[] = [...dl]; // B from collate_fn
+    expect(counts).toEqual([4, 2]);
+    class Counter extends data.IterableDataset<number> {
+      *[Symbol.iterator]() { yield 1; }
+    }
+    const it = new data.DataLoader(new Counter());
+    // @ts-expect-error an IterableDataset has no length
+    expect(it.dataset.length).toBeUndefined();
+    const loose: data.DataLoader<number, unknown> = it; // two type arguments still name a loader
+    expect(loose.batch_size).toBe(1);
+  });
+});
+
 describe("IterableDataset", () => {
   test("a stream is batched in order; shuffle is refused", () => {
     class Counter extends data.IterableDataset<number> {
