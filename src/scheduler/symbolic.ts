@@ -137,9 +137,14 @@ export function symbolBinding(g: Graph): { sym: Dim; value: number } | null {
 
 // ---- graphs as skeleton and integers -----------------------------------------------------------
 
+/**
+ * Whether `d` has exactly the contiguous strides graphAt gives a dense leaf. Strict, size-1 dims
+ * included: plans keep a leaf's strides in their input layouts, so a size-1 dim's stride (an
+ * expanded [N, C, 1] constant keeps its source's 1) must be reproduced at the probes too.
+ */
 function isDense(d: TensorData): boolean {
   const c = contiguousStrides(d.shape);
-  return d.shape.every((s, k) => s === 1 || d.strides[k] === c[k]);
+  return d.shape.every((_, k) => d.strides[k] === c[k]);
 }
 
 /**
@@ -151,7 +156,7 @@ const SYMBOL = 1, DIM = 2, FREE = 3;
 
 /**
  * The skeleton text of `g` (what must be equal for two graphs to share a template) and its
- * integers in order: per leaf its shape (and strides unless dense; a size-1 dim's stride as 0),
+ * integers in order: per leaf its shape (and its strides unless exactly contiguous),
  * per op node its integer attrs. Op nodes' shapes follow from these. `roles` says what each
  * integer may be (SYMBOL, DIM, FREE above) for the first guess. Null when attrs hold values the
  * split cannot take apart.
@@ -174,7 +179,7 @@ function graphSplit(g: Graph, sym: Dim): Split | null {
         nums.push(s);
         roles.push(marked.get(k)?.key === sym.key ? SYMBOL : n.constant ? FREE : DIM);
       });
-      if (!dense) d.strides.forEach((st, k) => { nums.push(d.shape[k] === 1 ? 0 : st); roles.push(FREE); });
+      if (!dense) d.strides.forEach((st) => { nums.push(st); roles.push(FREE); });
       continue;
     }
     text.push(`;${n.op.name}(${n.inputs.map((c) => index.get(c)).join(",")})${n.retain ? "!" : ""}`);

@@ -4,6 +4,7 @@
  * - a GPT-2 forward and a whole training step (forward, backward, AdamW: one plan per step) over
  *   10 lengths compile once (counter), each length's instance equal to the plan the passes build
  *   for it (symbolicOptions.check), and lazy == eager (bit-equal on js at "exact");
+ * - a Conv1d with padding (an expanded fill constant among the leaves) over 6 lengths: one template;
  * - a first guess that a constant is the symbol is corrected from the second length;
  * - the workspace is planned once, at the maximum;
  * - bad input: a size beyond the maximum, two sizes for one symbol, marking a computed value or
@@ -92,6 +93,24 @@ describe.each(BACKENDS)("symbolic sequence length on %s", (backend) => {
     same(lazy.losses, eager.losses, "losses");
     lazy.params.forEach((p, i) => same(p, eager.params[i]!, `param ${i}`));
   }), 30_000); // check mode compiles each length on its own too: slow on a loaded machine
+
+  // conv lowering (lazy/conv.ts) cats a fill constant expanded to [N, C, 1] from [1, 1, 1]: its
+  // size-1 dim keeps stride 1, which the plan's input layouts keep, so the probes must too
+  test.each([[3, 1], [5, 2]])("a Conv1d (kernel %d, padding %d) over 6 lengths shares one template; values equal eager", (k, pad) => within(() => {
+    loom.manual_seed(0);
+    const emb = new nn.Embedding(50, 8), conv = new nn.Conv1d(8, 6, k, { padding: pad });
+    const seq = new loom.Dim("seq", { max: 64 });
+    const forward = (x: loom.Tensor) => conv.call(emb.call(x).transpose(1, 2)).amax(2).dataSync();
+    for (const T of [20, 27, 33, 41, 15, 50]) {
+      const x = loom.randint(0, 50, [4, T]);
+      const eager = nn.with_execution_mode("eager", () => forward(x));
+      loom.mark_dynamic(x, 1, seq);
+      same(nn.with_execution_mode("lazy", () => forward(x)), eager, `conv k=${k} T=${T}`);
+    }
+    expect(planCacheStats.misses).toBe(1);
+    expect(symbolicStats.templates).toBe(1);
+    expect(symbolicStats.instances).toBe(6);
+  }), 30_000);
 });
 
 describe.each(WEBGPU ? ["webgpu"] : [])("symbolic length on %s", (device) => {
