@@ -174,8 +174,7 @@ export class TextCNN extends nn.TensorModule {
   constructor(cfg: TextCNNConfig) {
     super();
     this.embedding = new nn.Embedding(cfg.vocab_size, cfg.embed_dim, { padding_idx: PAD });
-    // Loom: padding = 0 (and kernel_size 3 in config()) on purpose: with padding > 0 or
-    // kernel_size 5, graphs over a mark_dynamic length fall back to a plan per length.
+    // padding 0: the max over time then sees only windows inside the sentence (the masking below)
     this.conv = new nn.Conv1d(cfg.embed_dim, cfg.channels, cfg.kernel_size);
     this.dropout = new nn.Dropout(cfg.dropout);
     this.fc = new nn.Linear(cfg.channels, cfg.num_classes);
