@@ -128,8 +128,8 @@ export class SentenceDataset extends loom.data.Dataset<Example> {
 
 /**
  * Pads every sentence with PAD to the batch's longest (torch users write
- * `pad_sequence(seqs, batch_first=True, padding_value=PAD)`; Loom has no pad_sequence, so the
- * rows are padded as JavaScript arrays). With `seq`, dim 1 is marked dynamic
+ * `pad_sequence(seqs, batch_first=True, padding_value=PAD)`, which Loom has as
+ * nn.utils.rnn.pad_sequence; here the rows are padded as JavaScript arrays, one tensor per batch). With `seq`, dim 1 is marked dynamic
  * (`loom.mark_dynamic`): lazy plans then do not depend on the padded length.
  */
 export function pad_batch(samples: readonly Sample[], seq?: loom.Dim): Batch {
