@@ -17,6 +17,7 @@ import { OPS } from "../graph/registry.ts";
 import { isFloating } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { allocData, fromValues, type TensorData } from "../tensor/storage.ts";
+import { padIndex } from "./shape_ops.ts";
 import type { TensorOps } from "./surface.ts";
 
 /** An int for every spatial dim, or one int for all of them (torch's `_pair`). */
@@ -51,13 +52,9 @@ export interface AxisMap {
   readonly key: string;
 }
 
-/** Reflect/replicate/wrap a coordinate of the padded input back into [0, size) (torch F.pad's modes). */
+/** A coordinate of the padded input in [0, size), or -1 for the fill slot (zeros); F.pad's map otherwise. */
 function remap(c: number, size: number, mode: PaddingMode): number {
-  if (c >= 0 && c < size) return c;
-  if (mode === "zeros") return -1;
-  if (mode === "replicate") return c < 0 ? 0 : size - 1;
-  if (mode === "circular") return ((c % size) + size) % size;
-  return c < 0 ? -c : 2 * (size - 1) - c; // reflect (the edge is not repeated)
+  return mode === "zeros" ? (c >= 0 && c < size ? c : -1) : padIndex(c, size, mode);
 }
 
 /**

@@ -281,6 +281,19 @@ export function nonzero<S extends TensorOps<S>>(x: S, opts?: { as_tuple?: boolea
 export type PadMode = "constant" | "reflect" | "replicate" | "circular";
 
 /**
+ * The input position that position `j` of a dim of `n` elements, padded by `mode`, reads (torch
+ * F.pad's modes; conv's padding_mode too): `j` itself inside [0, n); outside, the edge
+ * ("replicate"), the wrapped position ("circular"), or the mirror without repeating the edge
+ * ("reflect").
+ */
+export function padIndex(j: number, n: number, mode: Exclude<PadMode, "constant">): number {
+  if (j >= 0 && j < n) return j;
+  if (mode === "replicate") return j < 0 ? 0 : n - 1;
+  if (mode === "circular") return ((j % n) + n) % n;
+  return j < 0 ? -j : 2 * (n - 1) - j; // reflect
+}
+
+/**
  * torch.nn.functional.pad: `pad` = [left, right] for the last dim, then [top, bottom] for the one
  * before, ... A negative pad crops. Modes: "constant" (`value`), "reflect" (mirror without the
  * edge: pad < size), "replicate" (edge value), "circular" (wrap around: pad <= size). Constant is
@@ -338,12 +351,7 @@ export function pad<S extends TensorOps<S>>(x: S, pad: readonly number[], opts: 
     }
     if (mode === "replicate" && n === 0) throw new LoomValueError(`[pad] cannot replicate-pad an empty dimension ${d} of input ${fmtShape(x.shape)}`);
     // output position i reads input position i - lo through the mode's map (a negative pad crops)
-    const src = (j: number): number => {
-      if (mode === "replicate") return Math.min(Math.max(j, 0), n - 1);
-      if (mode === "circular") return ((j % n) + n) % n;
-      return j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j; // reflect
-    };
-    r = r.index_select(d, int64(r, Array.from({ length: n + lo + hi }, (_, i) => src(i - lo))));
+    r = r.index_select(d, int64(r, Array.from({ length: n + lo + hi }, (_, i) => padIndex(i - lo, n, mode))));
   }
   return r === x ? x.clone() : r;
 }
