@@ -102,11 +102,8 @@ export function logical_not<S extends TensorOps<S>>(input: S): S { return input.
  */
 export function round<S extends TensorOps<S>>(input: S, opts?: { decimals?: number }): S {
   const d = opts?.decimals ?? 0;
-  if (d === 0) return input.round();
-  if (!Number.isInteger(d)) throw new LoomValueError(`[round] decimals must be an integer, got ${d}`);
-  if (!isFloating(input.dtype)) throw new LoomDtypeError(`[round] decimals=${d} needs a floating point tensor, got ${input.dtype}`);
-  const p = 10 ** Math.abs(d);
-  return d > 0 ? input.mul(p).round().div(p) : input.div(p).round().mul(p);
+  if (d !== 0 && Number.isInteger(d) && !isFloating(input.dtype)) throw new LoomDtypeError(`[round] decimals=${d} needs a floating point tensor, got ${input.dtype}`);
+  return input.round(opts); // the formula lives in TensorOps.round
 }
 
 type ClampArgs<S> = PyArgs<[min: S | number | null | undefined, max: S | number | null | undefined], { min?: S | number | null; max?: S | number | null }>;
