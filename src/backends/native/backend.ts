@@ -21,7 +21,7 @@ import { FUSED_OPS, OPS } from "../../graph/registry.ts";
 import type { OpDef } from "../../graph/op.ts";
 import type { DType } from "../../tensor/dtype.ts";
 import { LoomIndexError, LoomValueError } from "../../tensor/errors.ts";
-import { isContiguous, numel } from "../../tensor/shape.ts";
+import { numel } from "../../tensor/shape.ts";
 import { toContiguous, type TensorData } from "../../tensor/storage.ts";
 import type { BatchBackend, BatchStep, InputLayout, PreparedKernel, Submission } from "../backend.ts";
 import { jsBackend } from "../js/backend.ts";

@@ -244,7 +244,7 @@ const cumsum: Launch = (ctx, [x], a: CumsumAttrs, out) => {
  */
 const argsort: Launch = (ctx, [x0], a: ArgsortAttrs, out) => {
   const x = rank1(x0!);
-  const nd = x.shape.length, dim = a.dim;
+  const dim = a.dim;
   const n = x.shape[dim]!;
   const ost = contiguous(x.shape.map((s, d) => (d === dim ? a.k : s)));
   const outer = x.shape.map((_, d) => d).filter((d) => d !== dim);
