@@ -9,6 +9,7 @@ import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { nn, optim } from "../../src/index.ts";
 import { expectClose, fromArr, readGolden, type Arr } from "../nn/helpers.ts";
+import { expectState, type GoldenState } from "./helpers.ts";
 
 interface OptCase {
   name: string;
@@ -17,7 +18,7 @@ interface OptCase {
   group_of_param: number[];
   init: Arr[];
   steps: { grads: (Arr | null)[]; params: Arr[] }[];
-  state: Record<string, Record<string, Arr | number | null>>;
+  state: GoldenState;
 }
 const golden = readGolden<{ optimizers: OptCase[] }>(new URL("./optim_goldens.json", import.meta.url));
 
@@ -45,16 +46,8 @@ describe("optimizers match torch step by step", () => {
         opt.step();
         params.forEach((p, i) => expectClose(p, s.params[i]!, { ...TOL, what: `${c.name} step ${k + 1} param ${i}` }));
       });
-      params.forEach((p, i) => {
-        const want = c.state[String(i)]!;
-        const got = opt.state.get(p)!;
-        expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
-        for (const [k, v] of Object.entries(want)) {
-          if (v === null || typeof v === "number") expect(got[k]).toEqual(v);
-          else expectClose(got[k] as loom.Tensor, v, { ...TOL, what: `${c.name} state ${i}.${k}` });
-        }
-        expect(p.requires_grad && p.is_leaf).toBe(true);
-      });
+      expectState(c.state, opt, params, TOL, c.name);
+      for (const p of params) expect(p.requires_grad && p.is_leaf).toBe(true);
     });
   }
 });

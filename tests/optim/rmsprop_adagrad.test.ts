@@ -16,6 +16,7 @@ import { planCacheStats } from "../../src/scheduler/compile.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
 import { expectWithinContract } from "../catalog/helpers.ts";
 import { expectClose, fromArr, readGolden, type Arr } from "../nn/helpers.ts";
+import { expectState, type GoldenState } from "./helpers.ts";
 
 interface OptCase {
   name: string;
@@ -26,7 +27,7 @@ interface OptCase {
   group_of_param: number[];
   init: Arr[];
   steps: { grads: (Arr | null)[]; params: Arr[] }[];
-  state: Record<string, Record<string, Arr | number | null>>;
+  state: GoldenState;
 }
 const golden = readGolden<{ optimizers: OptCase[] }>(new URL("./optim_goldens_2.json", import.meta.url));
 
@@ -47,17 +48,6 @@ function feed(params: loom.Tensor[], grads: (Arr | null)[], lazy: boolean): void
   });
 }
 
-function expectState(c: OptCase, opt: optim.Optimizer<any>, params: loom.Tensor[], what: string): void {
-  params.forEach((p, i) => {
-    const want = c.state[String(i)]!;
-    const got = opt.state.get(p)!;
-    expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
-    for (const [k, v] of Object.entries(want)) {
-      if (v === null || typeof v === "number") expect(got[k]).toEqual(v);
-      else expectClose(got[k] as loom.Tensor, v, { ...TOL, what: `${what} state ${i}.${k}` });
-    }
-  });
-}
 
 describe.each(BACKENDS)("RMSprop and Adagrad match torch step by step on %s", (backend) => {
   useBackend(backend);
@@ -75,7 +65,7 @@ describe.each(BACKENDS)("RMSprop and Adagrad match torch step by step on %s", (b
           // the whole update (every parameter and buffer) is one plan
           expect(loom.realizeStats.realizes - r0).toBe(1);
         });
-        expectState(c, opt, params, c.name);
+        expectState(c.state, opt, params, TOL, c.name);
         expect(pendingCount()).toEqual({ writes: 0, values: 0 });
       });
     }
@@ -180,7 +170,7 @@ describe("state_dict", () => {
         opt2.step();
         params2.forEach((p, i) => expectClose(p, s.params[i]!, { ...TOL, what: `${name} resumed step ${k + 4} param ${i}` }));
       });
-      expectState(c, opt2, params2, `${name} resumed`);
+      expectState(c.state, opt2, params2, TOL, `${name} resumed`);
     });
   }
 });
