@@ -9,24 +9,13 @@ as "inf", "-inf", "nan"). topk/kthvalue inputs have no ties where the indices ar
 (torch's CPU topk leaves their order open); sort ties are compared with stable=True.
 """
 import json
-import math
 import os
 
 import torch
 
+from golden_json import arr  # this folder is on sys.path when run as a script
+
 torch.manual_seed(13)
-DT = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
-
-
-def fnum(v):
-    v = float(v)
-    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-
-
-def arr(t):
-    t = t.detach()
-    conv = fnum if t.is_floating_point() else (bool if t.dtype == torch.bool else int)
-    return {"shape": list(t.shape), "dtype": DT[t.dtype], "data": [conv(v) for v in t.flatten().tolist()]}
 
 
 cases = []
