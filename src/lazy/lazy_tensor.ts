@@ -49,6 +49,12 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    * view writes its base.
    */
   _origin: Tensor | null = null;
+  /**
+   * A module forward's private lift (`Tensor._lift`): a write through it writes the origin
+   * privately (`_write_private`, as optimizers and running statistics are written: no
+   * copy-on-write copy; the forward's other private readers of the old value become stale).
+   */
+  _originPrivate = false;
 
   constructor(public node: Node, readonly device = "cpu") {
     super();
@@ -105,7 +111,11 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     this.node = src.node;
     this._vc = { v: this._version + 1 };
     // lifted from an eager tensor: write it too (deferred until its device flushes)
-    if (origin) origin._assign_from(Tensor._pending(src.node, this.device));
+    if (origin) {
+      const value = Tensor._pending(src.node, this.device);
+      if (this._originPrivate) origin._write_private(value);
+      else origin._assign_from(value);
+    }
   }
   /** Record that gradients reaching this lazy view of `t` flow back to eager `t`. */
   _linkTo(t: Tensor): void {

@@ -200,7 +200,9 @@ export class Tensor extends TensorOps<Tensor> {
    */
   _lift(): LazyTensor {
     if (this._buf === null) return this.lazy();
-    return this._lazyOver(privateSource(this._graphBuf(), this.device), true);
+    const l = this._lazyOver(privateSource(this._graphBuf(), this.device), true);
+    l._originPrivate = true;
+    return l;
   }
   /**
    * A LazyTensor over `node` standing for this tensor: it shares the version counter, gradients

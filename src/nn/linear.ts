@@ -174,21 +174,13 @@ export class Embedding extends TensorModule {
 
   /**
    * The max_norm write: the eager weight is written privately (as BatchNorm writes its running
-   * stats and optimizers their parameters: no copy-on-write copy of the table per step); a lifted
-   * lazy weight is rebound to the value, so the lookup reads it, and the eager write is deferred
-   * into the step's plan.
+   * stats and optimizers their parameters: no copy-on-write copy of the table per step). A lifted
+   * lazy weight is rebound to the value, so the lookup reads it; being the forward's private lift,
+   * writing it writes the eager weight privately, deferred into the step's plan.
    */
   private _renorm_write<S extends TensorOps<S>>(w: S, value: S): void {
-    if (w instanceof LazyTensor) {
-      const origin = w._origin;
-      w._origin = null; // rebind only: the eager weight is written below
-      try {
-        no_grad(() => w.copy_(value));
-      } finally {
-        w._origin = origin;
-      }
-      this.weight._write_private((value as unknown as LazyTensor).defer());
-    } else this.weight._write_private(value as unknown as Tensor);
+    if (w instanceof LazyTensor) no_grad(() => w.copy_(value));
+    else this.weight._write_private(value as unknown as Tensor);
   }
 
   override extra_repr(): string {
