@@ -13,7 +13,7 @@
  * Loading validates the file as untrusted input: the safetensors header and data (io), then the
  * tree (every tag, every tensor name, the depth); anything else raises LoomFormatError.
  */
-import { load_file, save_file } from "../io/safetensors.ts";
+import { load_file, save_file, type TensorData as StoredTensor } from "../io/safetensors.ts";
 import { LoomFormatError, LoomValueError } from "../tensor/errors.ts";
 import { default_generator, type Generator } from "../tensor/rng.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
@@ -125,12 +125,15 @@ export function load<T = any>(path: string, opts: { map_location?: string } = {}
     if (Array.isArray(n)) return n.map((x, i) => decode(x, `${at}[${i}]`, depth + 1));
     if (typeof n !== "object") throw fail(`${at}: unexpected ${typeof n}`);
     const o = n as Record<string, unknown>;
+    /** The stored tensor a `$tensor` / `$bytes` node names. */
+    const stored = (name: unknown, what: string): [string, StoredTensor] => {
+      if (typeof name !== "string" || !st.tensors.has(name)) throw fail(`${at}: ${what} ${JSON.stringify(name)} ${what === "bytes" ? "are" : "is"} not in the file`);
+      return [name, st.tensors.get(name)!];
+    };
     if ("$tensor" in o) {
-      const name = o.$tensor;
-      if (typeof name !== "string" || !st.tensors.has(name)) throw fail(`${at}: tensor ${JSON.stringify(name)} is not in the file`);
+      const [name, d] = stored(o.$tensor, "tensor");
       let t = made.get(name);
       if (!t) {
-        const d = st.tensors.get(name)!;
         t = new Tensor({ dtype: d.dtype, shape: d.shape, strides: contiguousStrides(d.shape), offset: 0, data: d.data }, "cpu");
         if (device !== "cpu") t = t.to(device);
         made.set(name, t);
@@ -139,11 +142,9 @@ export function load<T = any>(path: string, opts: { map_location?: string } = {}
       return t;
     }
     if ("$bytes" in o) {
-      const name = o.$bytes;
-      if (typeof name !== "string" || !st.tensors.has(name)) throw fail(`${at}: bytes ${JSON.stringify(name)} are not in the file`);
+      const [name, d] = stored(o.$bytes, "bytes");
       let b = bytes.get(name);
       if (!b) {
-        const d = st.tensors.get(name)!;
         if (d.dtype !== "uint8" || d.shape.length !== 1) throw fail(`${at}: bytes ${JSON.stringify(name)} must be a 1-D uint8 tensor, got ${d.dtype} [${d.shape.join(", ")}]`);
         b = new Uint8Array(d.data as Uint8Array); // own copy, independent of the file's buffer
         bytes.set(name, b);
