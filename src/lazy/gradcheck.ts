@@ -50,7 +50,7 @@ function fdCheck<S extends TensorOps<S>>(
     for (let e = 0; e < base.length; e++) {
       const at = (delta: number) => {
         const v = Float64Array.from(base);
-        v[e] += delta;
+        v[e]! += delta;
         const xs = inputs.map((y, j) => (j === i ? y._constant(fromValues("float64", y.shape, v)) : y.detach()));
         return f(...xs).item();
       };

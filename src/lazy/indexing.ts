@@ -312,7 +312,7 @@ export function advOffsets(plan: IndexPlan, mult: (dim: number) => number): Floa
     const map = broadcastMap(a.shape, plan.advShape);
     a.dims.forEach((d, c) => {
       const m = mult(d), coords = a.coords[c]!;
-      for (let e = 0; e < out.length; e++) out[e] += coords[map[e]!]! * m;
+      for (let e = 0; e < out.length; e++) out[e]! += coords[map[e]!]! * m;
     });
   }
   return out;

@@ -74,8 +74,8 @@ export function planMemory(bufs: readonly TransientBuffer[]): MemoryPlan {
   const maxT = bufs.reduce((m, b) => Math.max(m, b.last), -1);
   const delta = new Float64Array(maxT + 2);
   for (const s of storages.values()) {
-    delta[s.def] += s.bytes;
-    delta[s.last + 1] -= s.bytes;
+    delta[s.def]! += s.bytes;
+    delta[s.last + 1]! -= s.bytes;
   }
   let live = 0;
   for (let t = 0; t <= maxT; t++) {

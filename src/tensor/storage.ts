@@ -61,15 +61,15 @@ export function forEachStrided(
     for (let j = 0; j < k; j++) idx[j] = base[j]!;
     for (let t = 0; t < last; t++) {
       fn(out++, idx);
-      for (let j = 0; j < k; j++) idx[j] += lastStride[j]!;
+      for (let j = 0; j < k; j++) idx[j]! += lastStride[j]!;
     }
     // advance the odometer over dims nd-2 .. 0
     let d = nd - 2;
     for (; d >= 0; d--) {
       counter[d]!++;
-      for (let j = 0; j < k; j++) base[j] += operands[j]!.strides[d]!;
+      for (let j = 0; j < k; j++) base[j]! += operands[j]!.strides[d]!;
       if (counter[d]! < shape[d]!) break;
-      for (let j = 0; j < k; j++) base[j] -= operands[j]!.strides[d]! * shape[d]!;
+      for (let j = 0; j < k; j++) base[j]! -= operands[j]!.strides[d]! * shape[d]!;
       counter[d] = 0;
     }
     if (d < 0) return;

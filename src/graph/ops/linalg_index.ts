@@ -72,10 +72,10 @@ export function gemm(A: Float64Array, B: Float64Array, C: Float64Array, M: numbe
         const bo = k * N;
         for (let j = 0; j < N; j++) {
           const b = B[bo + j]!;
-          C[c0 + j] += a0 * b;
-          C[c1 + j] += a1 * b;
-          C[c2 + j] += a2 * b;
-          C[c3 + j] += a3 * b;
+          C[c0 + j]! += a0 * b;
+          C[c1 + j]! += a1 * b;
+          C[c2 + j]! += a2 * b;
+          C[c3 + j]! += a3 * b;
         }
       }
     }
@@ -84,7 +84,7 @@ export function gemm(A: Float64Array, B: Float64Array, C: Float64Array, M: numbe
       for (let k = k0; k < k1; k++) {
         const av = A[i * K + k]!;
         const bo = k * N;
-        for (let j = 0; j < N; j++) C[ci + j] += av * B[bo + j]!;
+        for (let j = 0; j < N; j++) C[ci + j]! += av * B[bo + j]!;
       }
     }
   }
@@ -214,7 +214,7 @@ export const scatter_add: KernelOp<IndexAttrs> = defineOp<IndexAttrs, KernelOp<I
     const srcView = as1d(src!);
     const so: number[] = [];
     forEachStrided(nd1(index!.shape), [srcView], (_i, idx) => { so.push(idx[0]!); });
-    gatherPairs("scatter_add", out, index!, a, (i, oi) => { out.data[oi] += src!.data[so[i]!]!; });
+    gatherPairs("scatter_add", out, index!, a, (i, oi) => { out.data[oi]! += src!.data[so[i]!]!; });
   },
   // src elements outside index's extent are not read: zero gradient (PyTorch's backward raises there)
   grad: (g, [_x, index, src], _o, a, needs) => [needs[0] ? g : null, null, needs[2] ? padTo(g._apply(gather, [index!], { dim: a.dim }), src!.shape) : null],
@@ -295,7 +295,7 @@ export const index_add: KernelOp<IndexAttrs> = defineOp<IndexAttrs, KernelOp<Ind
       const one = { strides: src.strides, offset: src.offset + j * posStride };
       srcShape[a.dim] = 1;
       forEachStrided(srcShape, [{ strides: os, offset: ks[j]! * out.strides[a.dim]! }, one], (_i, idx) => {
-        out.data[idx[0]!] += src.data[idx[1]!]!;
+        out.data[idx[0]!]! += src.data[idx[1]!]!;
       });
     }
   },
