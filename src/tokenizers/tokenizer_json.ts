@@ -1,0 +1,97 @@
+/**
+ * tokenizer.json -> a `@huggingface/tokenizers` Tokenizer, checked first so that a file the
+ * library would misread gets a typed error naming the file instead of a silent fallback.
+ *
+ * Why the checks: the library's `create_tokenizer_model` falls back to a character-level
+ * `Legacy` model for a `model.type` it does not know (or a missing one) whenever `model.vocab`
+ * is an object, and its constructor fails with bare TypeErrors on missing fields. Loom accepts
+ * the model types the Rust library serializes (BPE, WordPiece, Unigram), checks the fields each
+ * reads, and wraps any construction error as a LoomFormatError naming tokenizer.json.
+ * Source: huggingface/tokenizers tokenizers/src/models/mod.rs (ModelWrapper), bpe/serialization.rs.
+ */
+import { Tokenizer as HFTokenizer } from "@huggingface/tokenizers";
+import { LoomFormatError } from "../tensor/errors.ts";
+import type { JsonObject } from "./files.ts";
+
+/** The model types Loom loads (those of the Rust library; WordLevel is not in the JS library). */
+export const MODEL_TYPES = ["BPE", "WordPiece", "Unigram"] as const;
+
+/** HF's named special tokens, in transformers' SPECIAL_TOKENS_ATTRIBUTES order. */
+export const SPECIAL_TOKEN_NAMES = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"] as const;
+export type SpecialTokenName = (typeof SPECIAL_TOKEN_NAMES)[number];
+
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * Checks the parts of a parsed tokenizer.json the library reads without checking.
+ * @param source - the file, named in every message
+ * @throws LoomFormatError for a missing/unknown model type, a malformed vocab or merges list,
+ *   ids that are not non-negative integers, or malformed added_tokens
+ */
+export function validate_tokenizer_json(tok: JsonObject, source: string): void {
+  const fail = (msg: string) => new LoomFormatError(`[tokenizer.json] ${source}: ${msg}`);
+  const model = tok.model;
+  if (!isObject(model)) throw fail(`"model" must be an object, got ${JSON.stringify(model) ?? "nothing"}`);
+  const type = model.type;
+  if (typeof type !== "string") throw fail(`"model.type" is missing; expected one of ${MODEL_TYPES.join(", ")}`);
+  if (!(MODEL_TYPES as readonly string[]).includes(type)) throw fail(`unknown model type ${JSON.stringify(type)}; Loom loads ${MODEL_TYPES.join(", ")}`);
+  const isId = (v: unknown) => Number.isInteger(v) && (v as number) >= 0;
+  if (type === "Unigram") {
+    if (!Array.isArray(model.vocab) || model.vocab.length === 0) throw fail(`Unigram "model.vocab" must be a non-empty array of [piece, score]`);
+    const bad = model.vocab.findIndex((e) => !Array.isArray(e) || typeof e[0] !== "string" || typeof e[1] !== "number");
+    if (bad >= 0) throw fail(`Unigram "model.vocab[${bad}]" must be [piece, score], got ${JSON.stringify(model.vocab[bad])}`);
+  } else {
+    if (!isObject(model.vocab) || Object.keys(model.vocab).length === 0) throw fail(`${type} "model.vocab" must be a non-empty object {token: id}`);
+    for (const [k, v] of Object.entries(model.vocab)) if (!isId(v)) throw fail(`"model.vocab" maps ${JSON.stringify(k)} to ${JSON.stringify(v)}, not a non-negative integer id`);
+  }
+  if (type === "BPE") {
+    const merges = model.merges;
+    if (!Array.isArray(merges)) throw fail(`BPE "model.merges" must be an array, got ${JSON.stringify(merges) ?? "nothing"}`);
+    // the library picks the format from merges[0]; a mixed list would be misread
+    const pairs = merges.length > 0 && Array.isArray(merges[0]);
+    merges.forEach((m, i) => {
+      const ok = pairs
+        ? Array.isArray(m) && m.length === 2 && typeof m[0] === "string" && typeof m[1] === "string"
+        : typeof m === "string" && m.split(" ").length === 2;
+      if (!ok) throw fail(`"model.merges[${i}]" must be ${pairs ? "a pair [left, right]" : `"left right"`} like merges[0], got ${JSON.stringify(m)}`);
+    });
+  }
+  const added = tok.added_tokens;
+  if (added !== undefined && added !== null) {
+    if (!Array.isArray(added)) throw fail(`"added_tokens" must be an array`);
+    added.forEach((a, i) => {
+      if (!isObject(a) || typeof a.content !== "string" || !isId(a.id)) throw fail(`"added_tokens[${i}]" must have a string "content" and an integer "id", got ${JSON.stringify(a)}`);
+    });
+  }
+}
+
+/** Number of entries of the model's own vocabulary (HF's `vocab_size`, without added tokens). */
+export function model_vocab_size(tok: JsonObject): number {
+  const vocab = (tok.model as JsonObject).vocab;
+  if (Array.isArray(vocab)) return vocab.length;
+  return Math.max(...Object.values(vocab as Record<string, number>)) + 1;
+}
+
+/** A special token's text from tokenizer_config.json: a string, an AddedToken dict, or null. */
+export function special_token_text(v: unknown): string | null {
+  if (typeof v === "string") return v;
+  if (isObject(v) && typeof v.content === "string") return v.content;
+  return null;
+}
+
+/**
+ * Builds the library tokenizer. `config` is passed as the library's TokenizerConfig (it reads
+ * additional_special_tokens, clean_up_tokenization_spaces, remove_space...).
+ * @throws LoomFormatError (see validate_tokenizer_json) or wrapping the library's own error
+ *   (an unknown normalizer/pre-tokenizer/decoder/post-processor type, a bad regex...)
+ */
+export function build_hf_tokenizer(tok: JsonObject, config: JsonObject, source: string): HFTokenizer {
+  validate_tokenizer_json(tok, source);
+  // the library iterates added_tokens unconditionally; a file without them has none
+  const withAdded = tok.added_tokens == null ? { ...tok, added_tokens: [] } : tok;
+  try {
+    return new HFTokenizer(withAdded, config);
+  } catch (e) {
+    throw new LoomFormatError(`[tokenizer.json] ${source}: @huggingface/tokenizers cannot load it: ${(e as Error).message}`);
+  }
+}
