@@ -23,7 +23,9 @@ import { LoomFormatError, LoomIndexError, LoomValueError } from "../tensor/error
 import { type ChatMessage, type ChatTemplateSetting, render_chat_template, select_chat_template } from "./chat_template.ts";
 import { type JsonObject, SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, write_tokenizer_dir } from "./files.ts";
 import { NO_MAX_LENGTH, type PaddingStrategy, type Side, type TruncationStrategy, pad_batch, resolve_lengths, truncate_ids } from "./padding.ts";
-import { SPECIAL_TOKEN_NAMES, type SpecialTokenName, build_hf_tokenizer, model_vocab_size, special_token_text } from "./tokenizer_json.ts";
+import {
+  SPECIAL_TOKEN_NAMES, type SpecialTokenName, apply_template_flags, build_hf_tokenizer, json_token_id, model_vocab_size, special_token_text, validate_tokenizer_json,
+} from "./tokenizer_json.ts";
 
 /** What a tokenizer is built from: parsed tokenizer.json and optional transformers configs. */
 export interface TokenizerSources {
@@ -118,9 +120,12 @@ export class PreTrainedTokenizer {
     const config = src.config ?? {};
     const map = src.special_tokens_map ?? {};
     this.source = src.source ?? TOKENIZER_FILE;
-    this.tokenizer_json = src.tokenizer;
     this.init_kwargs = config;
     for (const name of SPECIAL_TOKEN_NAMES) this.special.set(name, special_token_text(name in map ? map[name] : config[name]));
+    validate_tokenizer_json(src.tokenizer, this.source);
+    const [bos, eos] = [this.get_special("bos_token"), this.get_special("eos_token")];
+    const tok = apply_template_flags(src.tokenizer, config, bos, eos, json_token_id(src.tokenizer, bos), json_token_id(src.tokenizer, eos), this.source);
+    this.tokenizer_json = tok;
     const extra = (map.additional_special_tokens ?? config.additional_special_tokens ?? []) as unknown[];
     this.additional_special_tokens = (Array.isArray(extra) ? extra : []).map(special_token_text).filter((t): t is string => t !== null);
     const named = [...this.special.values()].filter((t): t is string => t !== null);
@@ -128,8 +133,8 @@ export class PreTrainedTokenizer {
     // the library reads these from its config: named tokens join the ones decode may skip
     const libConfig: JsonObject = { ...config, additional_special_tokens: [...new Set([...this.additional_special_tokens, ...named])], clean_up_tokenization_spaces: this.clean_up_default };
     for (const name of SPECIAL_TOKEN_NAMES) libConfig[name] = this.special.get(name) ?? undefined;
-    this.backend = build_hf_tokenizer(src.tokenizer, libConfig, this.source);
-    this._vocab_size = model_vocab_size(src.tokenizer);
+    this.backend = build_hf_tokenizer(tok, libConfig, this.source);
+    this._vocab_size = model_vocab_size(tok);
     for (const t of [...named, ...this.additional_special_tokens]) {
       if (this.backend.token_to_id(t) === undefined) {
         throw new LoomFormatError(`${TAG} ${this.source}: special token ${JSON.stringify(t)} (from ${TOKENIZER_CONFIG_FILE} / ${SPECIAL_TOKENS_MAP_FILE}) is not in the vocabulary`);

@@ -80,13 +80,13 @@ export function special_token_text(v: unknown): string | null {
 }
 
 /**
- * Builds the library tokenizer. `config` is passed as the library's TokenizerConfig (it reads
- * additional_special_tokens, clean_up_tokenization_spaces, remove_space...).
- * @throws LoomFormatError (see validate_tokenizer_json) or wrapping the library's own error
+ * Builds the library tokenizer from a tokenizer.json that passed validate_tokenizer_json.
+ * `config` is passed as the library's TokenizerConfig (it reads additional_special_tokens,
+ * clean_up_tokenization_spaces, remove_space...).
+ * @throws LoomFormatError wrapping the library's own error
  *   (an unknown normalizer/pre-tokenizer/decoder/post-processor type, a bad regex...)
  */
 export function build_hf_tokenizer(tok: JsonObject, config: JsonObject, source: string): HFTokenizer {
-  validate_tokenizer_json(tok, source);
   // the library iterates added_tokens unconditionally; a file without them has none
   const withAdded = tok.added_tokens == null ? { ...tok, added_tokens: [] } : tok;
   try {
@@ -94,4 +94,48 @@ export function build_hf_tokenizer(tok: JsonObject, config: JsonObject, source: 
   } catch (e) {
     throw new LoomFormatError(`[tokenizer.json] ${source}: @huggingface/tokenizers cannot load it: ${(e as Error).message}`);
   }
+}
+
+/** Fast tokenizer classes whose __init__ rebuilds the post-processor from add_bos_token / add_eos_token. */
+const TEMPLATE_FROM_FLAGS = /^(Llama|CodeLlama|Gemma)Tokenizer(Fast)?$/;
+
+/**
+ * transformers' LlamaTokenizerFast.update_post_processor: for Llama/CodeLlama/Gemma tokenizer
+ * classes, tokenizer_config.json's add_bos_token (default true) and add_eos_token (default false)
+ * decide the specials, replacing tokenizer.json's post_processor with
+ * TemplateProcessing("<bos>:0 $A:0 <eos>:0"). Other classes keep tokenizer.json's.
+ * @returns `tok` itself, or a copy with the rebuilt post_processor
+ * @throws LoomFormatError if a flag asks for a token that is not set
+ */
+export function apply_template_flags(tok: JsonObject, config: JsonObject, bos: string | null, eos: string | null, bos_id: number | undefined, eos_id: number | undefined, source: string): JsonObject {
+  if (typeof config.tokenizer_class !== "string" || !TEMPLATE_FROM_FLAGS.test(config.tokenizer_class)) return tok;
+  const add_bos = config.add_bos_token !== false;
+  const add_eos = config.add_eos_token === true;
+  if (add_bos && (bos === null || bos_id === undefined)) throw new LoomFormatError(`[tokenizer_config.json] beside ${source}: add_bos_token is true but bos_token is not set or not in the vocabulary`);
+  if (add_eos && (eos === null || eos_id === undefined)) throw new LoomFormatError(`[tokenizer_config.json] beside ${source}: add_eos_token is true but eos_token is not set or not in the vocabulary`);
+  const special = (t: string, type_id: number) => ({ SpecialToken: { id: t, type_id } });
+  const seq = (id: "A" | "B", type_id: number) => [
+    ...(add_bos ? [special(bos!, type_id)] : []),
+    { Sequence: { id, type_id } },
+    ...(add_eos ? [special(eos!, type_id)] : []),
+  ];
+  const special_tokens: Record<string, unknown> = {};
+  if (add_bos) special_tokens[bos!] = { id: bos, ids: [bos_id], tokens: [bos] };
+  if (add_eos) special_tokens[eos!] = { id: eos, ids: [eos_id], tokens: [eos] };
+  return { ...tok, post_processor: { type: "TemplateProcessing", single: seq("A", 0), pair: [...seq("A", 0), ...seq("B", 1)], special_tokens } };
+}
+
+/** The id tokenizer.json gives `token` (added tokens first, then the model vocabulary), if any. */
+export function json_token_id(tok: JsonObject, token: string | null): number | undefined {
+  if (token === null) return undefined;
+  const added = (tok.added_tokens ?? []) as { id: number; content: string }[];
+  const a = added.find((t) => t.content === token);
+  if (a) return a.id;
+  const vocab = (tok.model as JsonObject).vocab;
+  if (Array.isArray(vocab)) {
+    const i = vocab.findIndex((e) => Array.isArray(e) && e[0] === token);
+    return i >= 0 ? i : undefined;
+  }
+  const id = (vocab as Record<string, number>)[token];
+  return Object.hasOwn(vocab as object, token) ? id : undefined;
 }
