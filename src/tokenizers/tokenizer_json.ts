@@ -10,7 +10,7 @@
  * Source: huggingface/tokenizers tokenizers/src/models/mod.rs (ModelWrapper), bpe/serialization.rs.
  */
 import { Tokenizer as HFTokenizer } from "@huggingface/tokenizers";
-import { LoomFormatError } from "../tensor/errors.ts";
+import { LoomFormatError, LoomValueError } from "../tensor/errors.ts";
 import type { JsonObject } from "./files.ts";
 
 /** The model types Loom loads (those of the Rust library; WordLevel is not in the JS library). */
@@ -89,11 +89,14 @@ export function special_token_text(v: unknown): string | null {
 export function build_hf_tokenizer(tok: JsonObject, config: JsonObject, source: string): HFTokenizer {
   // the library iterates added_tokens unconditionally; a file without them has none
   const withAdded = tok.added_tokens == null ? { ...tok, added_tokens: [] } : tok;
+  let hf: HFTokenizer;
   try {
-    return new HFTokenizer(withAdded, config);
+    hf = new HFTokenizer(withAdded, config);
   } catch (e) {
     throw new LoomFormatError(`[tokenizer.json] ${source}: @huggingface/tokenizers cannot load it: ${(e as Error).message}`);
   }
+  refuse_dropped_pieces(hf, source);
+  return hf;
 }
 
 /** Fast tokenizer classes whose __init__ rebuilds the post-processor from add_bos_token / add_eos_token. */
@@ -138,4 +141,42 @@ export function json_token_id(tok: JsonObject, token: string | null): number | u
   }
   const id = (vocab as Record<string, number>)[token];
   return Object.hasOwn(vocab as object, token) ? id : undefined;
+}
+
+/** What the library's BPE model exposes at run time (its .d.ts types only the base class). */
+interface BPEInternals {
+  config: { type?: string };
+  tokens_to_ids: Map<string, number>;
+  byte_fallback: boolean;
+  ignore_merges: boolean;
+  unk_token?: string | null;
+  encode(tokens: string[]): string[];
+  bpe(token: string): string[];
+}
+
+/**
+ * The library's BPE drops a piece that is not in the vocabulary when there is no byte fallback
+ * for it and no unk_token (tokenizers.js BPE.encode); Loom refuses the text instead. Installs a
+ * check around the model's encode for BPE models without an unk_token, mirroring the library's
+ * own decision (vocab hit, then byte fallback, then unk).
+ * @throws LoomValueError at encode time, naming the piece
+ */
+export function refuse_dropped_pieces(hf: HFTokenizer, source: string): void {
+  const model = hf.model as unknown as BPEInternals | null;
+  if (model === null || model.config.type !== "BPE" || model.unk_token != null) return;
+  const utf8 = new TextEncoder();
+  const covered = (piece: string): boolean => {
+    if (model.tokens_to_ids.has(piece)) return true;
+    if (!model.byte_fallback) return false;
+    return Array.from(utf8.encode(piece)).every((b) => model.tokens_to_ids.has(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`));
+  };
+  const encode = model.encode.bind(model);
+  model.encode = (tokens: string[]) => {
+    for (const t of tokens) {
+      if (model.ignore_merges && model.tokens_to_ids.has(t)) continue;
+      const bad = model.bpe(t).find((p) => !covered(p));
+      if (bad !== undefined) throw new LoomValueError(`[PreTrainedTokenizer.encode] ${JSON.stringify(bad)} has no token in ${source} (no byte fallback for it and no unk_token); the library would drop it`);
+    }
+    return encode(tokens);
+  };
 }
