@@ -87,8 +87,9 @@ export function special_token_text(v: unknown): string | null {
  *   (an unknown normalizer/pre-tokenizer/decoder/post-processor type, a bad regex...)
  */
 export function build_hf_tokenizer(tok: JsonObject, config: JsonObject, source: string): HFTokenizer {
-  // the library iterates added_tokens unconditionally; a file without them has none
-  const withAdded = tok.added_tokens == null ? { ...tok, added_tokens: [] } : tok;
+  // the library requires every component key and iterates added_tokens; an absent one means none (as in Rust)
+  const withAdded: JsonObject = { ...tok, added_tokens: tok.added_tokens ?? [] };
+  for (const k of ["normalizer", "pre_tokenizer", "post_processor", "decoder"]) withAdded[k] ??= null;
   let hf: HFTokenizer;
   try {
     hf = new HFTokenizer(withAdded, config);

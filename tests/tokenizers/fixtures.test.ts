@@ -12,7 +12,9 @@
  */
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { AutoTokenizer } from "../../src/index.ts";
+import { AutoTokenizer, tokenizers } from "../../src/index.ts";
+
+const { PreTrainedTokenizer } = tokenizers;
 
 const FIX = join(import.meta.dir, "fixtures");
 const load = (name: string) => AutoTokenizer.from_pretrained(join(FIX, name));
@@ -136,5 +138,43 @@ describe("SentencePiece BPE (Metaspace pre-tokenizer, prepend_scheme first, add_
     expect(back.pad_token).toBe("<unk>");
     const pp = JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")).post_processor;
     expect(pp.single.map((x: Record<string, { id: string }>) => Object.values(x)[0]!.id)).toEqual(["<s>", "A", "</s>"]);
+  });
+});
+
+describe("other model types, built from parsed JSON (no files: the browser path)", () => {
+  test("Unigram (T5/ALBERT style): Viterbi picks the best-scoring split", () => {
+    // pieces and log-probabilities: "▁ab" (-1.5) beats "▁a" + "b" (-1 + -2 = -3) and "▁" + "a" + "b"
+    const tok = new PreTrainedTokenizer({
+      tokenizer: {
+        model: { type: "Unigram", unk_id: 0, vocab: [["<unk>", 0], ["▁a", -1], ["b", -2], ["▁ab", -1.5], ["▁", -3], ["a", -3]] },
+        pre_tokenizer: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },
+        decoder: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },
+        added_tokens: [{ id: 0, content: "<unk>", special: true }],
+      },
+      config: { unk_token: "<unk>" },
+    });
+    expect(tok.encode("ab")).toEqual([3]);
+    expect(tok.encode("ab a")).toEqual([3, 1]);
+    expect(tok.encode("ac")).toEqual([1, 0]); // "c" is unknown -> <unk> (Unigram always has one)
+    expect(tok.decode([3, 1])).toBe("ab a");
+  });
+
+  test("WordPiece (BERT style) with [CLS]/[SEP] from BertProcessing", () => {
+    const vocab = { "[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, hello: 4, world: 5, "##s": 6 };
+    const tok = new PreTrainedTokenizer({
+      tokenizer: {
+        model: { type: "WordPiece", unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100, vocab },
+        normalizer: { type: "BertNormalizer", lowercase: true, clean_text: true, handle_chinese_chars: true, strip_accents: null },
+        pre_tokenizer: { type: "BertPreTokenizer" },
+        post_processor: { type: "BertProcessing", sep: ["[SEP]", 3], cls: ["[CLS]", 2] },
+        decoder: { type: "WordPiece", prefix: "##", cleanup: true },
+        added_tokens: ["[PAD]", "[UNK]", "[CLS]", "[SEP]"].map((content, id) => ({ id, content, special: true })),
+      },
+      config: { pad_token: "[PAD]", unk_token: "[UNK]", cls_token: "[CLS]", sep_token: "[SEP]" },
+    });
+    // lowercased; "worlds" = world + ##s; "x" unknown -> [UNK]
+    expect(tok.encode("Hello worlds x")).toEqual([2, 4, 5, 6, 1, 3]);
+    expect(tok.call(["hello", "hello world"], { padding: true }).input_ids).toEqual([[2, 4, 3, 0], [2, 4, 5, 3]]);
+    expect(tok.decode([2, 4, 5, 6, 3], { skip_special_tokens: true })).toBe("hello worlds");
   });
 });
