@@ -51,7 +51,7 @@ export interface EncodeOptions {
 export interface DecodeOptions {
   /** Drop special tokens (named ones, additional ones and added tokens marked special). */
   skip_special_tokens?: boolean;
-  /** transformers' clean_up_tokenization (" ." -> "."); default from tokenizer_config.json, else false. */
+  /** transformers' clean_up_tokenization (" ." -> "."): tokenizer_config.json's value, else false (so decode inverts encode). */
   clean_up_tokenization_spaces?: boolean;
 }
 
