@@ -12,7 +12,7 @@
  */
 export { AutoTokenizer, type AutoTokenizerOptions } from "./auto.ts";
 export {
-  PreTrainedTokenizer, type BatchEncoding, type CallOptions, type ChatTemplateOptions, type DecodeOptions, type EncodeOptions, type TokenizerSources,
+  PreTrainedTokenizer, PreTrainedTokenizer as PreTrainedTokenizerFast, type BatchEncoding, type CallOptions, type ChatTemplateOptions, type DecodeOptions, type EncodeOptions, type TokenizerSources,
 } from "./pretrained_tokenizer.ts";
 export { type ChatMessage, render_chat_template, select_chat_template } from "./chat_template.ts";
 export { type PaddingStrategy, type TruncationStrategy, type Side } from "./padding.ts";
