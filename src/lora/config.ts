@@ -68,7 +68,12 @@ const DEFAULTS: LoraConfigFields = {
 };
 
 /** PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the model types Loom has. */
-export const DEFAULT_TARGET_MODULES: Readonly<Record<string, readonly string[]>> = { gpt2: ["c_attn"] };
+export const DEFAULT_TARGET_MODULES: Readonly<Record<string, readonly string[]>> = {
+  gpt2: ["c_attn"], llama: ["q_proj", "v_proj"], qwen2: ["q_proj", "v_proj"], mistral: ["q_proj", "v_proj"],
+};
+
+/** PEFT's INCLUDE_LINEAR_LAYERS_SHORTHAND: target every Linear/Conv1D except the output head. */
+export const INCLUDE_LINEAR_LAYERS_SHORTHAND = "all-linear";
 
 /** LoRA hyperparameters (PEFT LoraConfig). Unknown adapter_config.json fields are kept in `extra`. */
 export class LoraConfig implements LoraConfigFields {
