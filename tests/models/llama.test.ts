@@ -21,6 +21,8 @@ import { LoraConfig } from "../../src/lora/config.ts";
 import { lora_layers } from "../../src/lora/model.ts";
 import { get_peft_model } from "../../src/lora/peft_model.ts";
 import { with_compiler_options } from "../../src/scheduler/options.ts";
+import { planCacheStats } from "../../src/scheduler/compile.ts";
+import { realizeStats } from "../../src/scheduler/realize.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
 import { FIXTURES, expectClose, maxAbsDiff } from "./helpers.ts";
 
@@ -135,11 +137,20 @@ describe.each(BACKENDS)("Llama family on %s", (backend) => {
       const ids = int(R.input_ids);
       for (const mode of ["eager", "lazy"] as const) {
         const cache = model.make_cache(ids, 12);
+        const m0 = planCacheStats.misses;
         const steps = no_grad(() => inMode(mode, exact, () => [[0, 5], [5, 1], [6, 1], [7, 1], [8, 1]].map(([s, n]) => {
-          const out = model.call(ids.narrow(1, s!, n!).contiguous(), { past_key_values: cache });
+          const r0 = realizeStats.realizes;
+          const out = model.call(ids.narrow(1, s!, n!).contiguous().clone(), { past_key_values: cache });
           expect(out.past_key_values).toBe(cache);
-          return { s: s!, n: n!, logits: (out.logits as Tensor).contiguous().dataSync() };
+          const logits = (out.logits as Tensor).contiguous().dataSync();
+          return { s: s!, n: n!, logits, misses: planCacheStats.misses - m0, realizes: realizeStats.realizes - r0 };
         })));
+        if (mode === "lazy") {
+          // positions are tensor values: one plan for the prefill, one for every decode step, one run per call
+          expect(steps.at(-1)!.misses).toBe(steps[1]!.misses);
+          expect(steps.at(-1)!.misses).toBeLessThanOrEqual(2);
+          expect(steps.map((x) => x.realizes)).toEqual([1, 1, 1, 1, 1]);
+        }
         for (const { s, n, logits } of steps) {
           const ref = span(R.logits, s, n);
           const bad = Array.from(logits).findIndex((x, i) => !(Math.abs(x - ref[i]!) <= ATOL + RTOL * Math.abs(ref[i]!)));
