@@ -26,7 +26,7 @@ export { load_checkpoint, save_checkpoint, type LoadCheckpointOptions, type Save
 export { LlamaConfig, LLAMA_MODEL_TYPES, read_config_json, type LlamaConfigFields, type LlamaModelType } from "./llama_config.ts";
 export {
   LlamaAttention, LlamaDecoderLayer, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb,
-  eager_attention_forward, repeat_kv, rotate_half, type LlamaLayerInputs, type LlamaOptions,
+  eager_attention_forward, repeat_kv, rotate_half, scaled_inv_freq, type LlamaLayerInputs, type LlamaOptions,
 } from "./llama_layers.ts";
 export {
   LLAMA_CAUSAL_LM, LlamaForCausalLM, LlamaModel, MistralForCausalLM, Qwen2ForCausalLM, llama_attention_mask,

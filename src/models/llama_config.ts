@@ -44,7 +44,7 @@ export interface LlamaConfigFields {
   rms_norm_eps: number;
   /** RoPE base θ: inv_freq = 1 / θ^(2i/head_dim). */
   rope_theta: number;
-  /** null or {rope_type: "default"}; other scalings (llama3, linear, yarn, ...) are refused. */
+  /** null, or {rope_type: "default" | "linear" | "llama3", ...}; other scalings (yarn, dynamic, ...) are refused. */
   rope_scaling: Record<string, unknown> | null;
   /** Bias on q/k/v/o_proj (llama, mistral; qwen2 ignores it, see the file comment). */
   attention_bias: boolean;
@@ -141,7 +141,7 @@ export class LlamaConfig implements LlamaConfigFields {
    * @throws LoomValueError naming the key (and `source`) for: an unknown model_type, a
    *   non-positive size, hidden_size not divisible by num_attention_heads (without head_dim),
    *   num_attention_heads not divisible by num_key_value_heads, hidden_act other than "silu",
-   *   rope_scaling other than default, Qwen2's use_sliding_window, or a bad probability / eps
+   *   rope_scaling other than default / linear / llama3 (or missing its numbers), Qwen2's use_sliding_window, or a bad probability / eps
    */
   constructor(fields: Partial<Omit<LlamaConfigFields, "model_type">> & { model_type?: string } & Record<string, unknown> = {}, source?: string) {
     const at = source ? ` ${source}:` : "";
@@ -175,9 +175,19 @@ export class LlamaConfig implements LlamaConfigFields {
       throw fail(`num_attention_heads=${this.num_attention_heads} is not divisible by num_key_value_heads=${this.num_key_value_heads}`);
     }
     if (this.hidden_act !== "silu") throw fail(`hidden_act "${this.hidden_act}" is not supported (only "silu": the SwiGLU MLP)`);
-    const rope_type = this.rope_scaling?.rope_type ?? this.rope_scaling?.type;
-    if (this.rope_scaling !== null && rope_type !== "default") {
-      throw fail(`rope_scaling ${JSON.stringify(this.rope_scaling)} is not supported (only null or {"rope_type": "default"})`);
+    if (this.rope_scaling !== null) {
+      const rs = this.rope_scaling, rope_type = rs.rope_type ?? rs.type;
+      const num = (k: string, ok: (v: number) => boolean) => {
+        if (typeof rs[k] !== "number" || !ok(rs[k] as number)) throw fail(`rope_scaling.${k} must be a number (${rope_type}), got ${JSON.stringify(rs[k])}`);
+      };
+      if (rope_type === "linear" || rope_type === "llama3") num("factor", (v) => v >= 1);
+      if (rope_type === "llama3") {
+        num("low_freq_factor", (v) => v > 0);
+        num("high_freq_factor", (v) => v > (rs.low_freq_factor as number));
+        num("original_max_position_embeddings", (v) => Number.isInteger(v) && v > 0);
+      } else if (rope_type !== "default" && rope_type !== "linear") {
+        throw fail(`rope_scaling ${JSON.stringify(rs)} is not supported (rope_type "default", "linear" or "llama3")`);
+      }
     }
     if (type === "qwen2" && this.use_sliding_window) throw fail("use_sliding_window=true (Qwen2's per-layer sliding window) is not supported");
     if (type === "mistral" && this.sliding_window !== null) int("sliding_window");

@@ -75,7 +75,8 @@ export class LlamaRotaryEmbedding extends Module {
     super();
     const dim = config.head_dim;
     const exponent = arange(0, dim, 2, { dtype: "int64" }).float().div(dim);
-    this.register_buffer("inv_freq", pow(config.rope_theta, exponent).reciprocal(), false); // 1 / base ** (arange(0, dim, 2) / dim)
+    const inv_freq = pow(config.rope_theta, exponent).reciprocal(); // 1 / base ** (arange(0, dim, 2) / dim)
+    this.register_buffer("inv_freq", scaled_inv_freq(inv_freq, config.rope_scaling), false);
   }
 
   /**
@@ -91,6 +92,30 @@ export class LlamaRotaryEmbedding extends Module {
     const emb = cat([freqs, freqs], -1);
     return [emb.cos().mul(this.attention_scaling).to(x.dtype), emb.sin().mul(this.attention_scaling).to(x.dtype)];
   }
+}
+
+/**
+ * The inv_freq of HF's ROPE_INIT_FUNCTIONS for a validated rope_scaling (float32, as HF):
+ * "linear": inv_freq / factor; "llama3" (_compute_llama3_parameters): wavelengths 2π/inv_freq
+ * above original_max_position_embeddings / low_freq_factor are divided by factor, those below
+ * original / high_freq_factor kept, the band between interpolated smoothly. attention_scaling stays 1.
+ * @param inv_freq - float32 [head_dim / 2]
+ */
+export function scaled_inv_freq(inv_freq: Tensor, rope_scaling: Record<string, unknown> | null): Tensor {
+  const type = rope_scaling?.rope_type ?? rope_scaling?.type;
+  if (!rope_scaling || type === "default") return inv_freq;
+  const factor = rope_scaling.factor as number;
+  if (type === "linear") return inv_freq.div(factor);
+  const low = rope_scaling.low_freq_factor as number, high = rope_scaling.high_freq_factor as number;
+  const old_context_len = rope_scaling.original_max_position_embeddings as number;
+  const low_freq_wavelen = old_context_len / low, high_freq_wavelen = old_context_len / high;
+  const wavelen = inv_freq.reciprocal().mul(2 * Math.PI);
+  let llama = inv_freq.div(factor).where(wavelen.gt(low_freq_wavelen), inv_freq);
+  const smooth = wavelen.reciprocal().mul(old_context_len).sub(low).div(high - low);
+  const smoothed = smooth.neg().add(1).mul(llama).div(factor).add(smooth.mul(llama));
+  const medium = wavelen.lt(high_freq_wavelen).logical_not().logical_and(wavelen.gt(low_freq_wavelen).logical_not());
+  llama = smoothed.where(medium, llama);
+  return llama;
 }
 
 /** cat(-x2, x1) of the two halves of the last dim (HF rotate_half). */

@@ -26,6 +26,7 @@ llama_goldens.json holds, per model (computed in float64 from the float32 weight
     eps outside the sqrt) and their max |diff| from the true logits: the test requires Loom's
     logits to be far from each (the fixtures are sensitive to these mistakes).
 Decode-step references are the full-forward logits (a KV-cache decode must reproduce them).
+rope_scaling: inv_freq for rope_type default / linear / llama3 (float32, as HF computes it).
 """
 import json
 import os
@@ -176,6 +177,29 @@ def causal_lm_loss(logits, labels):
     return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1), ignore_index=-100)
 
 
+def rope_scaling_goldens():
+    """inv_freq of HF's ROPE_INIT_FUNCTIONS, float32 as HF computes it: default, "linear" and
+    "llama3" (_compute_llama3_parameters), head_dim 16, theta 500000, with an original context of
+    512 so that the 8 frequencies fall in all three llama3 bands (kept, interpolated, divided)."""
+    import math
+    dim, theta = 16, 500000.0
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float32) / dim))
+    res = {"head_dim": dim, "rope_theta": theta, "default": inv_freq.tolist()}
+    res["linear"] = {"rope_scaling": {"rope_type": "linear", "factor": 4.0}, "inv_freq": (inv_freq / 4.0).tolist()}
+    rs = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 512}
+    factor, low, high, old = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], rs["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    inv_freq_llama = torch.where(is_medium, smoothed, inv_freq_llama)
+    bands = ["kept" if w < high_freq_wavelen else "divided" if w > low_freq_wavelen else "interpolated" for w in wavelen.tolist()]
+    res["llama3"] = {"rope_scaling": rs, "inv_freq": inv_freq_llama.tolist(), "bands": bands}
+    return res
+
+
 # ---- files -----------------------------------------------------------------------------------------
 
 def write_safetensors(path, tensors):
@@ -269,6 +293,7 @@ def main():
         }
         print(name, "loss", round(loss.item(), 5), "max|logits|", round(logits.abs().max().item(), 3),
               "variants", {k: round(v, 4) for k, v in dist.items()})
+    out["rope_scaling"] = rope_scaling_goldens()
     with open(os.path.join(HERE, "llama_goldens.json"), "w") as f:
         json.dump(out, f, separators=(",", ":"))
 

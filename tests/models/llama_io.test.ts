@@ -17,7 +17,7 @@ import type { Tensor } from "../../src/lazy/tensor.ts";
 import { LoraConfig } from "../../src/lora/config.ts";
 import { lora_layers } from "../../src/lora/model.ts";
 import { PeftModel, get_peft_model } from "../../src/lora/peft_model.ts";
-import { AutoConfig, AutoModelForCausalLM, GPT2Config, LlamaConfig, LlamaForCausalLM, MistralForCausalLM, llama_attention_mask } from "../../src/models/index.ts";
+import { AutoConfig, AutoModelForCausalLM, GPT2Config, LlamaConfig, LlamaForCausalLM, LlamaRotaryEmbedding, MistralForCausalLM, llama_attention_mask } from "../../src/models/index.ts";
 import { LoomShapeError, LoomValueError } from "../../src/tensor/errors.ts";
 import { manual_seed } from "../../src/tensor/rng.ts";
 import { FIXTURES, expectBitwise } from "./helpers.ts";
@@ -101,7 +101,8 @@ describe("bad input: typed errors naming the key, the shapes and the file", () =
     expectThrows(() => TINY({ hidden_size: 18 }), LoomValueError, ["hidden_size=18", "num_attention_heads=4"]);
     expectThrows(() => TINY({ num_key_value_heads: 3 }), LoomValueError, ["num_attention_heads=4", "num_key_value_heads=3"]);
     expect(TINY({ hidden_size: 18, head_dim: 4 }).head_dim).toBe(4); // HF: an explicit head_dim need not divide hidden_size
-    expectThrows(() => TINY({ rope_scaling: { rope_type: "llama3", factor: 8 } }), LoomValueError, ["rope_scaling", "llama3"]);
+    expectThrows(() => TINY({ rope_scaling: { rope_type: "yarn", factor: 8 } }), LoomValueError, ["rope_scaling", "yarn"]);
+    expectThrows(() => TINY({ rope_scaling: { rope_type: "llama3", factor: 8 } }), LoomValueError, ["rope_scaling.low_freq_factor"]);
     expectThrows(() => TINY({ hidden_act: "gelu" }), LoomValueError, ["hidden_act"]);
     const dir = tmp();
     cpSync(join(FIXTURES, "tiny_llama"), dir, { recursive: true });
@@ -137,6 +138,19 @@ describe("bad input: typed errors naming the key, the shapes and the file", () =
     const cache = model.make_cache({ shape: [1, 6], device: "cpu" }, 8);
     expectThrows(() => model.call(ids(), { past_key_values: cache }), LoomShapeError, ["batch 2", "batch 1"]);
     expectThrows(() => model.call(ids(), { labels: tensor([[1, 2]], { dtype: "int64" }) }), LoomShapeError, ["labels", "[1, 2]"]);
+  });
+});
+
+describe("RoPE scaling", () => {
+  const G = JSON.parse(readFileSync(join(import.meta.dir, "llama_goldens.json"), "utf8")).rope_scaling;
+  test.each(["default", "linear", "llama3"])("inv_freq for rope_type %s equals HF's (float32)", (type) => {
+    const ref = type === "default" ? { rope_scaling: null, inv_freq: G.default } : G[type];
+    const config = new LlamaConfig({ hidden_size: 64, num_attention_heads: 4, head_dim: G.head_dim, rope_theta: G.rope_theta, rope_scaling: ref.rope_scaling, num_hidden_layers: 0 });
+    const got = new LlamaRotaryEmbedding(config).inv_freq.dataSync();
+    expect(got.length).toBe(ref.inv_freq.length);
+    // float32 against torch's float32: the wavelength is 2π/f here and (2π)·(1/f) in Loom (one more rounding)
+    ref.inv_freq.forEach((v: number, i: number) => expect(Math.abs(got[i]! - v)).toBeLessThanOrEqual(2e-7 * Math.abs(v)));
+    if (type === "llama3") expect(new Set(G.llama3.bands)).toEqual(new Set(["kept", "interpolated", "divided"]));
   });
 });
 
