@@ -28,7 +28,8 @@ export interface LoraConfigFields {
   /**
    * Modules to wrap: a list matched against module paths (a path equal to an entry, or ending in
    * "." + entry), or one string used as a regular expression on the whole path. null uses
-   * PEFT's default for the model type (GPT-2: ["c_attn"]).
+   * PEFT's default for the model type (GPT-2: ["c_attn"]; Llama, Qwen2, Mistral: ["q_proj", "v_proj"]).
+   * "all-linear": every Linear/Conv1D except the output head (replaced by their names on injection).
    */
   target_modules: string[] | string | null;
   /** True when the base weight is stored [in, out] (GPT-2's Conv1D); set automatically for Conv1D targets. */

@@ -97,7 +97,8 @@ function all_linear_names(root: Module): string[] {
 
 /**
  * Wrap every module of `model` that `config.target_modules` selects (see
- * check_target_module_exists) with a LoraLayer holding adapter `adapter_name`, or add the adapter
+ * check_target_module_exists; "all-linear" as PEFT: every Linear/Conv1D name but the output head's)
+ * with a LoraLayer holding adapter `adapter_name`, or add the adapter
  * to layers already wrapped. The first adapter of a model becomes active; later ones are added
  * inactive (frozen) until set_adapter. All non-LoRA parameters are frozen, except biases per
  * `config.bias`. For Conv1D targets `config.fan_in_fan_out` is set to true (and to false for
