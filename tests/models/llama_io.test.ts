@@ -248,6 +248,12 @@ describe("LoRA with PEFT's names", () => {
     expect(Math.max(...logitsOf(peft as never).sub(logitsOf(base())).abs().dataSync())).toBeGreaterThan(1e-4); // the adapter is not a no-op
   });
 
+  test('"all-linear" on GPT-2: every Conv1D (c_attn, c_proj, c_fc), not the tied lm_head', () => {
+    const peft = get_peft_model(AutoModelForCausalLM.from_pretrained(join(FIXTURES, "tiny_gpt2")), new LoraConfig({ r: 2, target_modules: "all-linear", fan_in_fan_out: true }));
+    expect(new Set(lora_layers(peft).map(([p]) => p.split(".").at(-1)))).toEqual(new Set(["c_attn", "c_proj", "c_fc"]));
+    expect(lora_layers(peft).some(([p]) => p === "lm_head")).toBe(false);
+  });
+
   test("default target_modules for llama are PEFT's q_proj, v_proj", () => {
     const peft = get_peft_model(AutoModelForCausalLM.from_pretrained(join(FIXTURES, "tiny_llama")), new LoraConfig({ r: 2 }));
     expect(lora_layers(peft).map(([p]) => p.split(".").at(-1))).toEqual(["q_proj", "v_proj", "q_proj", "v_proj"]);
