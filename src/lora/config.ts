@@ -28,7 +28,8 @@ export interface LoraConfigFields {
   /**
    * Modules to wrap: a list matched against module paths (a path equal to an entry, or ending in
    * "." + entry), or one string used as a regular expression on the whole path. null uses
-   * PEFT's default for the model type (GPT-2: ["c_attn"]).
+   * PEFT's default for the model type (GPT-2: ["c_attn"]; Llama, Qwen2, Mistral: ["q_proj", "v_proj"]).
+   * "all-linear": every Linear/Conv1D except the output head (replaced by their names on injection).
    */
   target_modules: string[] | string | null;
   /** True when the base weight is stored [in, out] (GPT-2's Conv1D); set automatically for Conv1D targets. */
@@ -68,7 +69,12 @@ const DEFAULTS: LoraConfigFields = {
 };
 
 /** PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the model types Loom has. */
-export const DEFAULT_TARGET_MODULES: Readonly<Record<string, readonly string[]>> = { gpt2: ["c_attn"] };
+export const DEFAULT_TARGET_MODULES: Readonly<Record<string, readonly string[]>> = {
+  gpt2: ["c_attn"], llama: ["q_proj", "v_proj"], qwen2: ["q_proj", "v_proj"], mistral: ["q_proj", "v_proj"],
+};
+
+/** PEFT's INCLUDE_LINEAR_LAYERS_SHORTHAND: target every Linear/Conv1D except the output head. */
+export const INCLUDE_LINEAR_LAYERS_SHORTHAND = "all-linear";
 
 /** LoRA hyperparameters (PEFT LoraConfig). Unknown adapter_config.json fields are kept in `extra`. */
 export class LoraConfig implements LoraConfigFields {

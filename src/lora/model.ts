@@ -16,7 +16,7 @@ import type { Tensor } from "../lazy/tensor.ts";
 import { Module } from "../nn/module.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
-import { DEFAULT_TARGET_MODULES, LoraConfig, check_target_module_exists, pattern_value } from "./config.ts";
+import { DEFAULT_TARGET_MODULES, INCLUDE_LINEAR_LAYERS_SHORTHAND, LoraConfig, check_target_module_exists, pattern_value } from "./config.ts";
 import { LoraLayer, is_lora_target_layer } from "./layer.ts";
 import { Conv1D } from "../nn/conv1d.ts";
 
@@ -78,8 +78,27 @@ export interface InjectOptions {
 }
 
 /**
+ * PEFT's `_maybe_include_all_linear_layers` for target_modules "all-linear": the last name
+ * component of every Linear/Conv1D (e.g. "q_proj", "down_proj"), less the output head's name
+ * (`get_output_embeddings()`, else `lm_head`). The config then lists these names, as PEFT saves it.
+ */
+function all_linear_names(root: Module): string[] {
+  const names = new Set<string>();
+  for (const [path, m] of root.named_modules()) {
+    if (path.includes(".base_layer") || !(is_lora_target_layer(m) || m instanceof LoraLayer)) continue;
+    names.add(path.slice(path.lastIndexOf(".") + 1));
+  }
+  const r = root as unknown as { get_output_embeddings?: () => Module; lm_head?: Module };
+  const head = r.get_output_embeddings?.() ?? r.lm_head;
+  const headPath = head ? root.named_modules().find(([, m]) => m === head)?.[0] : undefined;
+  if (headPath) names.delete(headPath);
+  return [...names].sort();
+}
+
+/**
  * Wrap every module of `model` that `config.target_modules` selects (see
- * check_target_module_exists) with a LoraLayer holding adapter `adapter_name`, or add the adapter
+ * check_target_module_exists; "all-linear" as PEFT: every Linear/Conv1D name but the output head's)
+ * with a LoraLayer holding adapter `adapter_name`, or add the adapter
  * to layers already wrapped. The first adapter of a model becomes active; later ones are added
  * inactive (frozen) until set_adapter. All non-LoRA parameters are frozen, except biases per
  * `config.bias`. For Conv1D targets `config.fan_in_fan_out` is set to true (and to false for
@@ -101,6 +120,7 @@ export function inject_adapter_in_model<M extends Module>(config: LoraConfig, mo
     if (!dflt) throw new LoomValueError("[inject_adapter_in_model] Please specify `target_modules` in `peft_config`");
     targets = cfg.target_modules = [...dflt];
   }
+  if (typeof targets === "string" && targets.toLowerCase() === INCLUDE_LINEAR_LAYERS_SHORTHAND) targets = cfg.target_modules = all_linear_names(root);
   const wrapped = new Set(lora_layers(root).map(([p]) => p));
   const inside = (p: string) => [...wrapped].some((w) => p.startsWith(`${w}.`)); // skip modules inside a LoraLayer
   const matched: string[] = [];

@@ -1,7 +1,8 @@
 /**
- * loom.models: reusable models. GPT-2 in the Hugging Face layout (loads and saves HF
- * `config.json` + `model.safetensors` checkpoints) and a character tokenizer for small
- * char-level GPTs trained from scratch.
+ * loom.models: reusable models. GPT-2 and the Llama family (Llama, Qwen2, Mistral, SmolLM) in the
+ * Hugging Face layout (load and save HF `config.json` + `model.safetensors` checkpoints;
+ * AutoModelForCausalLM dispatches on model_type) and a character tokenizer for small char-level
+ * GPTs trained from scratch.
  *
  * ```ts
  * const model = models.GPT2LMHeadModel.from_pretrained("checkpoints/char-gpt");
@@ -22,3 +23,13 @@ export { StaticCache, finfo_min, type CacheConfig, type StaticCacheOptions } fro
 export { Conv1D, type Conv1DOptions } from "../nn/conv1d.ts";
 export { CharTokenizer, VOCAB_NAME, type EncodeOptions } from "./char_tokenizer.ts";
 export { load_checkpoint, save_checkpoint, type LoadCheckpointOptions, type SaveCheckpointOptions } from "./hf_checkpoint.ts";
+export { LlamaConfig, LLAMA_MODEL_TYPES, read_config_json, type LlamaConfigFields, type LlamaModelType } from "./llama_config.ts";
+export {
+  LlamaAttention, LlamaDecoderLayer, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb,
+  eager_attention_forward, repeat_kv, rotate_half, scaled_inv_freq, type LlamaLayerInputs, type LlamaOptions,
+} from "./llama_layers.ts";
+export {
+  LLAMA_CAUSAL_LM, LlamaForCausalLM, LlamaModel, MistralForCausalLM, Qwen2ForCausalLM, llama_attention_mask,
+  type LlamaCausalLMInputs, type LlamaModelInputs,
+} from "./llama.ts";
+export { AUTO_MODEL_TYPES, AutoConfig, AutoModelForCausalLM, type AutoFromPretrainedOptions } from "./auto.ts";
