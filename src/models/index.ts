@@ -21,4 +21,7 @@ export {
 export { StaticCache, finfo_min, type CacheConfig, type StaticCacheOptions } from "./kv_cache.ts";
 export { Conv1D, type Conv1DOptions } from "../nn/conv1d.ts";
 export { CharTokenizer, VOCAB_NAME, type EncodeOptions } from "./char_tokenizer.ts";
-export { load_checkpoint, save_checkpoint, type LoadCheckpointOptions, type SaveCheckpointOptions } from "./hf_checkpoint.ts";
+export {
+  checkpoint_dtype, type FromPretrainedOptions, load_checkpoint, resolve_torch_dtype, save_checkpoint, type LoadCheckpointOptions,
+  type SaveCheckpointOptions, type TorchDtype,
+} from "./hf_checkpoint.ts";
