@@ -33,6 +33,8 @@ export interface LoaderCase {
   load(dir: string): Module;
   /** Runs one small forward pass over the loaded model (touches every weight). */
   forward(model: Module): void;
+  /** Share another case's checkpoint directory (default: this case's own). */
+  checkpoint?: string;
 }
 
 // Fast random fill (xorshift32, U(-0.02, 0.02)): the model's own init is what we avoid timing.
@@ -63,7 +65,25 @@ export const CASES: Record<string, LoaderCase> = {
     load: (dir) => GPT2LMHeadModel.from_pretrained(dir),
     forward: gpt2Forward,
   },
+  // the same weights stored as float16: loaded as float16 on the mapping ("auto"), or converted to float32 on request
+  "gpt2-124m-f16": {
+    write(dir) {
+      const f32 = join(tmpdir(), `loom-bench-gpt2-124m-f16-src-${process.pid}`);
+      CASES["gpt2-124m"]!.write(f32);
+      GPT2LMHeadModel.from_pretrained(f32, { torch_dtype: "float16" }).save_pretrained(dir);
+      rmSync(f32, { recursive: true, force: true });
+    },
+    load: (dir) => GPT2LMHeadModel.from_pretrained(dir),
+    forward: gpt2Forward,
+  },
+  "gpt2-124m-f16-to-f32": {
+    checkpoint: "gpt2-124m-f16",
+    write: (dir) => CASES["gpt2-124m-f16"]!.write(dir),
+    load: (dir) => GPT2LMHeadModel.from_pretrained(dir, { torch_dtype: "float32" }),
+    forward: gpt2Forward,
+  },
   "gpt2-124m-copy": {
+    checkpoint: "gpt2-124m",
     write: (dir) => CASES["gpt2-124m"]!.write(dir),
     load(dir) {
       const model = new GPT2LMHeadModel(GPT2Config.from_pretrained(dir));
@@ -109,7 +129,7 @@ async function main(): Promise<void> {
   const runs = Number(args.find((a) => a.startsWith("--runs="))?.slice(7) ?? 3);
   const c = CASES[name];
   if (!c) throw new Error(`unknown case ${name}; one of ${Object.keys(CASES).join(", ")}`);
-  const dir = join(tmpdir(), `loom-bench-${name.replace(/-copy$/, "")}`);
+  const dir = join(tmpdir(), `loom-bench-${c.checkpoint ?? name}`);
   if (!existsSync(join(dir, "config.json"))) {
     mkdirSync(dir, { recursive: true });
     const t = performance.now();

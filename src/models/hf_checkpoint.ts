@@ -10,7 +10,9 @@
  * With `assign` (what from_pretrained uses) the parameters become the loaded tensors themselves:
  * views on the file's private mapping (MAP_PRIVATE, copy-on-write: training them never writes
  * the file) wherever the dtype matches and the data is aligned, so nothing is copied and pages are
- * read from disk when first used. The Hugging Face cache layout loads: a
+ * read from disk when first used. Saving over the same directory is safe (save_file writes a new
+ * file and renames it; the mapping keeps the old one); truncating the file in place while a model
+ * maps it is not (reads past the new end fault, as with any mmap). The Hugging Face cache layout loads: a
  * `models--org--name/snapshots/<rev>/` directory whose files link into `../../blobs/`, or the
  * `models--org--name` folder itself (its `refs/main` names the snapshot).
  * Source: transformers modeling_utils.PreTrainedModel.from_pretrained / save_pretrained (torch_dtype,

@@ -63,6 +63,14 @@ export function init_empty_weights<R>(fn?: () => R): R | EmptyInitGuard {
   }
 }
 
+/**
+ * `new module_cls(...args)` with its parameters allocated but not initialized (torch.nn.utils.skip_init):
+ * init_empty_weights around one constructor.
+ */
+export function skip_init<M, A extends unknown[]>(module_cls: new (...args: A) => M, ...args: A): M {
+  return init_empty_weights(() => new module_cls(...args));
+}
+
 /** True inside `init_empty_weights` (init fills are skipped). */
 export function is_init_empty(): boolean {
   return empty_depth > 0;

@@ -18,6 +18,7 @@ import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
 import { load_checkpoint, resolve_torch_dtype } from "../../src/models/hf_checkpoint.ts";
 import { Embedding, Linear } from "../../src/nn/linear.ts";
 import { init_empty_weights, is_init_empty, normal_ } from "../../src/nn/init.ts";
+import * as nn from "../../src/nn/index.ts";
 import { SGD } from "../../src/optim/sgd.ts";
 import { halfToFloat } from "../../src/tensor/dtype.ts";
 import { LoomFormatError, LoomValueError } from "../../src/tensor/errors.ts";
@@ -55,6 +56,16 @@ describe("nn.init_empty_weights", () => {
     manual_seed(7);
     init_empty_weights(() => new Linear(5, 3));
     expect(Array.from(new Linear(5, 3).weight.dataSync())).toEqual(Array.from(want));
+  });
+
+  test("nn.utils.skip_init builds one module without drawing (torch.nn.utils.skip_init)", () => {
+    manual_seed(11);
+    const state = default_generator.get_state();
+    const lin = nn.utils.skip_init(Linear, 4, 2, { bias: true });
+    expect(default_generator.get_state()).toEqual(state);
+    expect([...lin.weight.shape]).toEqual([2, 4]);
+    expect(lin.weight.dataSync().every((v) => v === 0) && lin.bias!.dataSync().every((v) => v === 0)).toBe(true);
+    expect(is_init_empty()).toBe(false);
   });
 
   test("scopes nest, a guard disposed twice ends only its own scope, and a throwing fn still ends it", () => {
@@ -121,6 +132,19 @@ describe("mmap-backed parameters", () => {
       rmSync(dir, { recursive: true });
     });
   });
+});
+
+test("save_pretrained over the directory a mapped model came from: the reload has the trained values", () => {
+  const dir = tmp("gpt2-resave");
+  for (const f of ["config.json", "model.safetensors"]) copyFileSync(join(TINY, f), join(dir, f));
+  const model = GPT2LMHeadModel.from_pretrained(dir);
+  no_grad(() => model.transformer.ln_f.bias!.fill_(0.25));
+  model.save_pretrained(dir); // writes a new file and renames it over the mapped one
+  expect(Array.from(model.transformer.ln_f.bias!.dataSync()).every((v) => v === 0.25)).toBe(true); // the old mapping is intact
+  const back = GPT2LMHeadModel.from_pretrained(dir);
+  expect(Array.from(back.transformer.ln_f.bias!.dataSync()).every((v) => v === 0.25)).toBe(true);
+  expectBitwise(back.call(ids()).logits, model.call(ids()).logits);
+  rmSync(dir, { recursive: true });
 });
 
 describe("torch_dtype / dtype", () => {
