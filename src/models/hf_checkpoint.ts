@@ -100,6 +100,8 @@ export function load_checkpoint(model: Module, dir: string, opts: LoadCheckpoint
   const rename = (k: string) => (addPrefix ? prefix + k : k);
   const ignored = (k: string) => (opts.ignore_unexpected ?? []).some((re) => re.test(k));
   const isOwn = (k: string) => Object.hasOwn(own, k);
+  // hasOwn, not own[k]: a file's "constructor" or "__proto__" key must not find Object's
+  const ownAt = (k: string) => (isOwn(k) ? own[k] : undefined);
 
   const present = new Set(ckpt.keys().map(rename));
   const allow = new Set(opts.allow_missing ?? []);
@@ -113,7 +115,7 @@ export function load_checkpoint(model: Module, dir: string, opts: LoadCheckpoint
   }
   // every shape is checked against the headers before anything is loaded, so a mismatch leaves the model untouched
   for (const k of ckpt.keys()) {
-    const dst = own[rename(k)];
+    const dst = ownAt(rename(k));
     if (dst === undefined) continue;
     const shape = ckpt.info(k).shape;
     if (shape.length !== dst.shape.length || shape.some((d, i) => d !== dst.shape[i])) {
@@ -127,7 +129,7 @@ export function load_checkpoint(model: Module, dir: string, opts: LoadCheckpoint
     const sd = new Map<string, Tensor>();
     for (const [k, t] of tensors) {
       const key = rename(k);
-      const dst = own[key];
+      const dst = ownAt(key);
       if (dst === undefined) continue;
       const src = tensor_from_io(t);
       if (holders && dst instanceof Parameter) assignParameter(holders, dst, src);

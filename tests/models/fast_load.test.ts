@@ -206,6 +206,18 @@ describe("missing and mismatched weights", () => {
     rmSync(dir, { recursive: true });
   });
 
+  test("checkpoint keys named like Object's members are unexpected keys, not crashes", () => {
+    const dir = tmp("gpt2-proto");
+    copyFileSync(join(TINY, "config.json"), join(dir, "config.json"));
+    const sd = new Map(Object.entries(GPT2LMHeadModel.from_pretrained(TINY).state_dict()).map(([k, t]) => [k, tensor_to_io(t)]));
+    sd.set("constructor", sd.get("transformer.ln_f.bias")!);
+    sd.set("__proto__", sd.get("transformer.ln_f.bias")!);
+    save_sharded(sd, dir);
+    expect(() => GPT2LMHeadModel.from_pretrained(dir)).toThrow("unexpected keys: __proto__, constructor");
+    expectClose(GPT2LMHeadModel.from_pretrained(dir, { strict: false }).call(ids()).logits, REF.logits);
+    rmSync(dir, { recursive: true });
+  });
+
   test("a tensor of the wrong shape names the key, both shapes and the file, and loads nothing", () => {
     const dir = tmp("gpt2-shape");
     const cfg = JSON.parse(readFileSync(join(TINY, "config.json"), "utf8"));
