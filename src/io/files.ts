@@ -7,13 +7,16 @@
  *   FIFO honours and a regular file ignores) and checked with fstat on the open descriptor, so
  *   it cannot be swapped between the check and the read.
  * - A file reached through symlinks must resolve (realpath) inside the checkpoint directory, or,
- *   when the directory is a Hugging Face cache snapshot, inside that repository's cache folder:
+ *   when the directory is a Hugging Face cache snapshot, inside that repository's `blobs/` folder:
  *   huggingface_hub stores `models--org--name/snapshots/<rev>/<file>` as a relative link to
- *   `models--org--name/blobs/<sha>`. Anything else that escapes is refused.
+ *   `models--org--name/blobs/<sha>`. Anything else is refused, including links to other places of
+ *   the same `models--*` folder (refs/, another snapshot) and to another repository's blobs.
+ * - `resolve_pretrained_dir` turns a `models--org--name` folder into its snapshot for a revision
+ *   (`refs/main` holds the commit hash naming `snapshots/<hash>/`).
  * Source: huggingface_hub file_download.py (_create_symlink, the "models--{org}--{name}"
- * repo folder name, "snapshots" and "blobs"); open(2) O_NONBLOCK on FIFOs.
+ * repo folder name, "snapshots", "blobs" and "refs/{revision}"); open(2) O_NONBLOCK on FIFOs.
  */
-import { type Stats, closeSync, constants, fstatSync, lstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
+import { type Stats, closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, join, resolve, sep } from "node:path";
 import { LoomFormatError } from "../tensor/errors.ts";
@@ -113,11 +116,57 @@ export function resolveCheckpointFile(dir: string, name: string, fail: FileError
     return null;
   }
   root ??= checkpointRoot(dir); // after the file is known to exist, so a missing dir reads as a missing file
-  if (!real.startsWith(root.endsWith(sep) ? root : root + sep)) {
-    const where = basename(root).startsWith("models--") ? `the Hugging Face cache folder ${root}` : `the checkpoint directory ${root}`;
+  const inside = (folder: string) => real.startsWith(folder.endsWith(sep) ? folder : folder + sep);
+  if (!inside(root)) {
+    const where = isHubRepo(root) ? `the Hugging Face cache folder ${root}` : `the checkpoint directory ${root}`;
     throw fail(`resolves to ${real}, outside ${where}`);
   }
+  // in a cache repository, only the snapshot's own files and the repository's blobs are checkpoint data
+  if (isHubRepo(root) && !inside(join(root, "blobs")) && !inside(realpathSync(dir))) {
+    throw fail(`resolves to ${real}, inside the Hugging Face cache folder ${root} but outside its blobs/ and the snapshot ${realpathSync(dir)}`);
+  }
   return full;
+}
+
+function isHubRepo(root: string): boolean {
+  return basename(root).startsWith("models--");
+}
+
+/** Largest refs/<revision> file read, in bytes (it holds one commit hash). */
+const MAX_REF_SIZE = 1024;
+// One path segment: a commit hash, a branch or tag name as huggingface_hub stores it under refs/.
+const SAFE_SEGMENT = /^(?!\.{1,2}$)[A-Za-z0-9._-]+$/;
+
+/**
+ * The checkpoint directory to load for `dir`: `dir` itself, or, when `dir` is a Hugging Face
+ * cache repository folder (`models--org--name`, holding `snapshots/`), its snapshot for
+ * `revision`: `snapshots/<revision>` when that exists (a commit hash), else
+ * `snapshots/<contents of refs/<revision>>` (huggingface_hub writes the commit hash of a branch
+ * such as "main" there). Plain directories and snapshot directories are returned unchanged.
+ * @param revision - branch, tag or commit hash (default "main")
+ * @throws LoomFormatError naming the folder for a missing or unreadable ref, a ref that is not a
+ *   single path segment, or a snapshot that is not there
+ */
+export function resolve_pretrained_dir(dir: string, revision = "main"): string {
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    return dir; // a missing directory is reported by whoever reads it
+  }
+  if (!isHubRepo(real) || !existsSync(join(real, "snapshots"))) return dir;
+  const fail: FileError = (reason) => new LoomFormatError(`[from_pretrained] ${dir}: ${reason}`);
+  if (!SAFE_SEGMENT.test(revision)) throw fail(`revision ${JSON.stringify(revision)} is not a branch, tag or commit name`);
+  const direct = join(real, "snapshots", revision);
+  if (existsSync(direct)) return direct;
+  const refPath = join(real, "refs", revision);
+  const ref = resolveCheckpointFile(real, join("refs", revision), fail, real);
+  if (ref === null) throw fail(`a Hugging Face cache folder without refs/${revision} or snapshots/${revision} (revision ${JSON.stringify(revision)} was never downloaded)`);
+  const hash = new TextDecoder().decode(readRegularFile(ref, (reason) => fail(`refs/${revision} ${reason}`), MAX_REF_SIZE)).trim();
+  if (!SAFE_SEGMENT.test(hash)) throw fail(`${refPath} holds ${JSON.stringify(hash.slice(0, 80))}, not a commit hash`);
+  const snapshot = join(real, "snapshots", hash);
+  if (!existsSync(snapshot)) throw fail(`refs/${revision} names snapshot ${hash}, which is not in ${join(real, "snapshots")}`);
+  return snapshot;
 }
 
 /**

@@ -18,5 +18,6 @@ export {
 } from "./sharded.ts";
 export {
   type FileError, checkpointRoot, fileKind, openRegularFile, readCheckpointFile, readRegularFile, resolveCheckpointFile,
+  resolve_pretrained_dir,
 } from "./files.ts";
 export { type DuplicateKey, findDuplicateKey, formatJsonPath } from "./json.ts";

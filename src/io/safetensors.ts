@@ -22,6 +22,7 @@ import {
   formatError, headerSizePrefix, layoutEntries, parseHeader, readHeaderSize, serializeHeader,
 } from "./safetensors_header.ts";
 import { openRegularFile, readAt } from "./files.ts";
+import { map_private } from "./mmap.ts";
 
 /** A tensor as loaded: Loom dtype, shape, and its storage array (see src/tensor/dtype.ts). */
 export interface TensorData {
@@ -198,21 +199,15 @@ export function load(bytes: Uint8Array, options: LoadOptions = {}): Safetensors 
 }
 
 /**
- * Maps a regular file read-only-to-disk (MAP_PRIVATE); reads it when mmap is unavailable or fails.
+ * Maps a regular file read-only-to-disk (MAP_PRIVATE, see mmap.ts: files this process may not
+ * write are mapped too); reads it when mmap is unavailable or fails.
  * @throws LoomFormatError naming `path` if it is a directory, FIFO, socket or device
  */
 function mapFile(path: string): Uint8Array {
   const { fd, size } = openFile(path);
   try {
     // mmap rejects empty files (EINVAL); anything shorter than the length field is read and rejected.
-    if (size >= 8 && typeof Bun !== "undefined") {
-      try {
-        return Bun.mmap(path, { shared: false });
-      } catch {
-        // e.g. a filesystem without mmap support: fall through to a plain read.
-      }
-    }
-    return readAt(fd, 0, size);
+    return (size >= 8 ? map_private(path, fd, size) : null) ?? readAt(fd, 0, size);
   } finally {
     closeSync(fd);
   }

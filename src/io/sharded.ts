@@ -24,7 +24,7 @@ import {
   type LoadOptions, type SafetensorsFile, type TensorData, type TensorDict, type TensorLike,
   entriesOf, read_header_file, safe_open, save_file,
 } from "./safetensors.ts";
-import { DTYPE_TO_SAFETENSORS, FILE_ITEMSIZE, type SafetensorsHeader, compareNames, formatError } from "./safetensors_header.ts";
+import { DTYPE_TO_SAFETENSORS, FILE_ITEMSIZE, type SafetensorsHeader, type TensorInfo, compareNames, formatError } from "./safetensors_header.ts";
 import { checkpointRoot, readRegularFile, resolveCheckpointFile } from "./files.ts";
 
 /** File name of a single-file checkpoint. */
@@ -243,6 +243,7 @@ export class ShardedCheckpoint {
   // Where files may resolve to: realpath(directory), or its Hugging Face cache models--* folder.
   private readonly root: string;
   private open_shard: { shard: string; file: SafetensorsFile } | null = null;
+  private readonly headers = new Map<string, SafetensorsHeader>();
 
   private constructor(directory: string, source: string, metadata: Record<string, unknown>, weight_map: Map<string, string>) {
     this.directory = directory;
@@ -295,6 +296,23 @@ export class ShardedCheckpoint {
 
   has(name: string): boolean {
     return this.weight_map.has(name);
+  }
+
+  /**
+   * dtype, shape and data_offsets of one tensor, from its shard's header (the data is not read;
+   * headers are read once per shard).
+   * @throws LoomValueError if the index has no such tensor; LoomFormatError as verify()
+   */
+  info(name: string): TensorInfo {
+    const shard = this.weight_map.get(name);
+    if (shard === undefined) throw new LoomValueError(`[safetensors] ${this.source}: no tensor named ${JSON.stringify(name)} in the index`);
+    let header = this.headers.get(shard);
+    if (!header) {
+      header = read_header_file(this.resolveShard(shard));
+      this.checkPresence(shard, header);
+      this.headers.set(shard, header);
+    }
+    return header.tensors.get(name)!;
   }
 
   /** Shard file names, in the order their first tensor appears in the index. */

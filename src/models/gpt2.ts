@@ -24,15 +24,16 @@ import { Dropout, GELU, ReLU, SiLU, Tanh } from "../nn/activation.ts";
 import { ModuleList } from "../nn/container.ts";
 import { Conv1D } from "../nn/conv1d.ts";
 import { lift } from "../nn/execution.ts";
-import { normal_, ones_, zeros_ } from "../nn/init.ts";
+import { init_empty_weights, normal_, ones_, zeros_ } from "../nn/init.ts";
 import { Embedding, Linear } from "../nn/linear.ts";
+import { resolve_pretrained_dir } from "../io/index.ts";
 import { Module, TensorModule } from "../nn/module.ts";
 import { LayerNorm } from "../nn/normalization.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
 import { GPT2Config, type GPT2Activation } from "./gpt2_config.ts";
-import { load_checkpoint, save_checkpoint } from "./hf_checkpoint.ts";
+import { type FromPretrainedOptions, load_checkpoint, resolve_torch_dtype, save_checkpoint } from "./hf_checkpoint.ts";
 import { generate_tokens, type GenerateOptions } from "./generate.ts";
 import { StaticCache } from "./kv_cache.ts";
 
@@ -388,21 +389,33 @@ export class GPT2LMHeadModel extends Module {
 
   /**
    * Load a Hugging Face GPT-2 checkpoint directory: `config.json` + `model.safetensors` (or
-   * `model.safetensors.index.json` and its shards). Keys saved without `transformer.` (OpenAI's
-   * `gpt2` files), HF's non-persistent `attn.bias`/`attn.masked_bias` buffers and a missing tied
-   * `lm_head.weight` are accepted, as transformers does. The model is returned in eval() mode.
-   * @param opts.strict - throw on other missing/unexpected keys (default true)
+   * `model.safetensors.index.json` and its shards), a Hugging Face cache snapshot, or a
+   * `models--org--name` cache folder (`opts.revision`, default its refs/main). Keys saved without
+   * `transformer.` (OpenAI's `gpt2` files), HF's non-persistent `attn.bias`/`attn.masked_bias`
+   * buffers and a missing tied `lm_head.weight` are accepted, as transformers does. The model is
+   * built under nn.init_empty_weights (no random init: the checkpoint overwrites it) and its
+   * parameters become the file's tensors, mmap-backed where the dtype matches (see
+   * hf_checkpoint.ts). The model is returned in eval() mode.
+   * @param opts.torch_dtype / opts.dtype - the model's dtype; default "auto": the checkpoint's
+   *   (float16/bfloat16 checkpoints load as such), else weights are converted
+   * @param opts.strict - throw on other missing/unexpected keys (default true); with false,
+   *   missing weights get the random init of init_weights
    * @throws LoomValueError for a missing/invalid config.json, missing weights, key or shape
-   *   mismatches; LoomFormatError for malformed safetensors
+   *   mismatches, a bad dtype; LoomFormatError for malformed safetensors or a bad cache folder
    */
-  static from_pretrained(dir: string, opts: { dtype?: DType; strict?: boolean } = {}): GPT2LMHeadModel {
+  static from_pretrained(dir: string, opts: FromPretrainedOptions = {}): GPT2LMHeadModel {
+    dir = resolve_pretrained_dir(dir, opts.revision);
     const config = GPT2Config.from_pretrained(dir);
-    const model = new GPT2LMHeadModel(config, { dtype: opts.dtype, init: false });
+    const dtype = resolve_torch_dtype(dir, opts);
+    const model = init_empty_weights(() => new GPT2LMHeadModel(config, { dtype, init: false }));
     load_checkpoint(model, dir, {
       base_model_prefix: "transformer",
       ignore_unexpected: [/(^|\.)attn\.(masked_)?bias$/],
       allow_missing: config.tie_word_embeddings ? ["lm_head.weight"] : [],
       strict: opts.strict,
+      assign: true,
+      mmap: opts.mmap,
+      on_missing: () => model.init_weights(), // all of them: the loaded ones are replaced after
     });
     return model.eval();
   }

@@ -22,7 +22,10 @@ export {
 export { StaticCache, finfo_min, type CacheConfig, type StaticCacheOptions } from "./kv_cache.ts";
 export { Conv1D, type Conv1DOptions } from "../nn/conv1d.ts";
 export { CharTokenizer, VOCAB_NAME, type EncodeOptions } from "./char_tokenizer.ts";
-export { load_checkpoint, save_checkpoint, type LoadCheckpointOptions, type SaveCheckpointOptions } from "./hf_checkpoint.ts";
+export {
+  checkpoint_dtype, type FromPretrainedOptions, load_checkpoint, resolve_torch_dtype, save_checkpoint, type LoadCheckpointOptions,
+  type SaveCheckpointOptions, type TorchDtype,
+} from "./hf_checkpoint.ts";
 export { LlamaConfig, LLAMA_MODEL_TYPES, read_config_json, type LlamaConfigFields, type LlamaModelType } from "./llama_config.ts";
 export {
   LlamaAttention, LlamaDecoderLayer, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb,

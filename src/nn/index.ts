@@ -48,8 +48,10 @@ export { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";
 export { pad_sequence, type PadSequenceOptions } from "./rnn_utils.ts";
 import { clip_grad_norm_, clip_grad_value_ } from "./clip_grad.ts";
 import { pad_sequence } from "./rnn_utils.ts";
-/** torch.nn.utils's spellings: `nn.utils.rnn.pad_sequence`, `nn.utils.clip_grad_norm_`, `nn.utils.clip_grad_value_`. */
-export const utils = { rnn: { pad_sequence }, clip_grad_norm_, clip_grad_value_ } as const;
+import { skip_init } from "./init.ts";
+/** torch.nn.utils's spellings: `nn.utils.rnn.pad_sequence`, `nn.utils.clip_grad_norm_`, `nn.utils.clip_grad_value_`, `nn.utils.skip_init`. */
+export const utils = { rnn: { pad_sequence }, clip_grad_norm_, clip_grad_value_, skip_init } as const;
 export * as init from "./init.ts";
+export { EmptyInitGuard, init_empty_weights, is_init_empty, skip_init } from "./init.ts";
 export * as functional from "./functional.ts";
 export * as F from "./functional.ts";
