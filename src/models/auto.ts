@@ -15,9 +15,10 @@
  * ```
  * Source: transformers models/auto/configuration_auto.py, modeling_auto.py.
  */
-import type { DType } from "../tensor/dtype.ts";
+import { resolve_pretrained_dir } from "../io/index.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { GPT2LMHeadModel } from "./gpt2.ts";
+import type { FromPretrainedOptions } from "./hf_checkpoint.ts";
 import { GPT2Config } from "./gpt2_config.ts";
 import { LLAMA_CAUSAL_LM, type LlamaForCausalLM } from "./llama.ts";
 import { LLAMA_MODEL_TYPES, LlamaConfig, read_config_json, type LlamaModelType } from "./llama_config.ts";
@@ -39,7 +40,8 @@ export class AutoConfig {
    * @throws LoomValueError for a missing file, an unknown or missing model_type (naming the key
    *   and the file), or an invalid config
    */
-  static from_pretrained(dir: string): GPT2Config | LlamaConfig {
+  static from_pretrained(dir: string, opts: { revision?: string } = {}): GPT2Config | LlamaConfig {
+    dir = resolve_pretrained_dir(dir, opts.revision);
     const [d, path] = read_config_json(dir, "[AutoConfig.from_pretrained]");
     const t = model_type_of(d, path);
     if (t === "gpt2") return GPT2Config.from_dict(d);
@@ -48,12 +50,7 @@ export class AutoConfig {
 }
 
 /** Options of AutoModelForCausalLM.from_pretrained (those of the classes it dispatches to). */
-export interface AutoFromPretrainedOptions {
-  /** Parameter dtype (checkpoint values converted). */
-  dtype?: DType;
-  /** Throw on missing/unexpected keys (default true). */
-  strict?: boolean;
-}
+export type AutoFromPretrainedOptions = FromPretrainedOptions;
 
 export class AutoModelForCausalLM {
   /**
@@ -62,6 +59,7 @@ export class AutoModelForCausalLM {
    *   the class's from_pretrained throws
    */
   static from_pretrained(dir: string, opts: AutoFromPretrainedOptions = {}): GPT2LMHeadModel | LlamaForCausalLM {
+    dir = resolve_pretrained_dir(dir, opts.revision);
     const [d, path] = read_config_json(dir, "[AutoModelForCausalLM.from_pretrained]");
     const t = model_type_of(d, path);
     if (t === "gpt2") return GPT2LMHeadModel.from_pretrained(dir, opts);

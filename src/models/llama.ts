@@ -20,20 +20,20 @@
  * Touvron et al. 2023, "LLaMA"; Qwen2 / Mistral model cards.
  */
 import { join } from "node:path";
-import { open_sharded } from "../io/index.ts";
+import { open_sharded, resolve_pretrained_dir } from "../io/index.ts";
 import { arange, zeros } from "../lazy/creation.ts";
 import { cat, cross_entropy } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { ModuleList } from "../nn/container.ts";
 import { lift } from "../nn/execution.ts";
-import { normal_, ones_, zeros_ } from "../nn/init.ts";
+import { init_empty_weights, normal_, ones_, zeros_ } from "../nn/init.ts";
 import { Embedding, Linear } from "../nn/linear.ts";
 import { Module, TensorModule } from "../nn/module.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
 import type { CausalLMOutput } from "./gpt2.ts";
-import { load_checkpoint, save_checkpoint } from "./hf_checkpoint.ts";
+import { load_checkpoint, resolve_torch_dtype, save_checkpoint, type FromPretrainedOptions } from "./hf_checkpoint.ts";
 import { StaticCache, finfo_min } from "./kv_cache.ts";
 import { LlamaConfig } from "./llama_config.ts";
 import { LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding, type LlamaOptions } from "./llama_layers.ts";
@@ -285,15 +285,21 @@ export class LlamaForCausalLM extends Module {
    *   weights, key mismatches; LoomShapeError for a tensor of the wrong shape, naming the key,
    *   both shapes and the file; LoomFormatError for malformed safetensors
    */
-  static from_pretrained<M extends LlamaForCausalLM>(this: new (config: LlamaConfig, opts?: LlamaOptions) => M, dir: string, opts: { dtype?: DType; strict?: boolean } = {}): M {
+  static from_pretrained<M extends LlamaForCausalLM>(this: new (config: LlamaConfig, opts?: LlamaOptions) => M, dir: string, opts: FromPretrainedOptions = {}): M {
+    dir = resolve_pretrained_dir(dir, opts.revision);
     const config = LlamaConfig.from_pretrained(dir);
-    const model = new this(config, { dtype: opts.dtype, init: false });
+    const dtype = resolve_torch_dtype(dir, opts);
+    // no random init for weights about to be replaced by the file's (mapped) tensors
+    const model = init_empty_weights(() => new this(config, { dtype, init: false }));
     try {
       load_checkpoint(model, dir, {
         base_model_prefix: "model",
         ignore_unexpected: [/(^|\.)rotary_emb\.inv_freq$/],
         allow_missing: config.tie_word_embeddings ? ["lm_head.weight"] : [],
         strict: opts.strict,
+        assign: true,
+        mmap: opts.mmap,
+        on_missing: () => model.init_weights(), // all of them: the loaded ones are replaced after
       });
     } catch (e) {
       throw with_shard_file(e, dir);
