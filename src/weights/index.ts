@@ -8,3 +8,6 @@ export * from "./dense.ts";
 export * from "./linear.ts";
 export * from "./quantize.ts";
 export * from "./quantized.ts";
+export * from "./delta.ts";
+export * from "./optimize.ts";
+export * from "./serialize.ts";
