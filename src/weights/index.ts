@@ -11,3 +11,4 @@ export * from "./quantized.ts";
 export * from "./delta.ts";
 export * from "./optimize.ts";
 export * from "./serialize.ts";
+export * from "./gguf.ts";
