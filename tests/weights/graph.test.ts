@@ -56,6 +56,23 @@ for (const backend of BACKENDS) {
       }
     });
 
+    test("the default (materialize, memoized) path: float64 input, eager == lazy; trainable pieces get gradients", () => {
+      manual_seed(6);
+      const q = Quantized.quantize(randn([4, 32]), "q4_0");
+      const cl = new CompressedLinear(q);
+      const x = randn([2, 32]).double();
+      const eager = with_execution_mode("eager", () => cl.call(x));
+      const lazy = with_execution_mode("lazy", () => cl.call(x));
+      expect(eager.dtype).toBe("float64");
+      close(lazy, eager, 1e-12);
+      close(eager, F_linear(x, q.materialize().double()), 1e-12);
+      const p = randn([4, 32]).requires_grad_(true);
+      const layer = new CompressedLinear(new Delta(q, new Dense(p)));
+      with_execution_mode("lazy", () => layer.call(randn([3, 32]).add(1))).sum().backward();
+      expect(p.grad).not.toBeNull();
+      expect(p.grad!.shape).toEqual([4, 32]);
+    });
+
     test("gradients reach the input and bias through a quantized weight", () => {
       manual_seed(4);
       const W = randn([4, 32]);
