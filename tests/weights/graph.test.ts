@@ -203,5 +203,26 @@ describe("serialization", () => {
     };
     expect(() => load_weights(swap('\\"kind\\":\\"delta\\"', '\\"kind\\":\\"delt4\\"'))).toThrow(/unknown weight node kind "delt4"/);
     expect(() => load_weights(swap('\\"format\\":\\"nf4\\"', '\\"format\\":\\"nf5\\"'))).toThrow(LoomFormatError);
+    expect(() => load_weights(swap('\\"shape\\":[4,128]', '\\"shape\\":[4,120]'))).toThrow(LoomFormatError);
+  });
+
+  test("random corruption of the graph JSON: loads or throws LoomFormatError", () => {
+    const good = save_weights(nodes);
+    const hdr = Number(new DataView(good.buffer).getBigUint64(0, true)) + 8;
+    let seed = 99;
+    const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+    let rejected = 0;
+    for (let trial = 0; trial < 400; trial++) {
+      const b = good.slice();
+      for (let k = 0; k < 2; k++) b[8 + Math.floor(rand() * (hdr - 8))] = "0123456789[]{},:\"-. e".charCodeAt(Math.floor(rand() * 21));
+      try {
+        const back = load_weights(b);
+        for (const n of Object.values(back)) n.to_json();
+      } catch (e) {
+        if (!(e instanceof LoomFormatError)) throw new Error(`trial ${trial}: ${(e as Error).name}: ${(e as Error).message}`);
+        rejected++;
+      }
+    }
+    expect(rejected).toBeGreaterThan(100);
   });
 });
