@@ -18,6 +18,14 @@ export {
   GPT2Attention, GPT2Block, GPT2LMHeadModel, GPT2MLP, GPT2Model, activation_module, sample_logits,
   type CausalLMInputs, type CausalLMOutput, type GPT2CacheInputs, type GPT2Options, type GenerateOptions, type LayerCacheInputs,
 } from "./gpt2.ts";
+export {
+  generate, get_logits_processor, legacy_generation_config,
+  type GenerationConfig, type GenerationInputs, type GenerationModel, type Streamer,
+} from "./generate.ts";
+export {
+  LogitsProcessorList, RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper,
+  type LogitsProcessor,
+} from "./logits_process.ts";
 export { StaticCache, finfo_min, type CacheConfig, type StaticCacheOptions } from "./kv_cache.ts";
 export { Conv1D, type Conv1DOptions } from "../nn/conv1d.ts";
 export { CharTokenizer, VOCAB_NAME, type EncodeOptions } from "./char_tokenizer.ts";

@@ -313,14 +313,23 @@ export class StaticCache {
    * The additive attention mask of HF's static-cache path: 0 where slot s may be attended from
    * query t (s <= cache_position[t]), dtype min elsewhere (unfilled slots and the future). After
    * softmax the masked slots weigh exactly 0 (exp of about -3.4e38 underflows to 0), also where a
-   * slot still holds zeros.
+   * slot still holds zeros. With `keep` (HF's 2-D padding mask over the slots, as bool) a slot
+   * must also be kept for that row (HF `_prepare_4d_causal_attention_mask_with_cache_position`).
    * @param cache_position - int64 [T], same kind as the result
-   * @returns [1, 1, T, T_max] in the cache dtype
+   * @param keep - bool [B, T_max]: slot s of row b holds a token (not padding); default all
+   * @returns [1, 1, T, T_max] (or [B, 1, T, T_max] with keep) in the cache dtype
+   * @throws LoomShapeError for keep of another shape
    */
-  attention_mask<S extends TensorOps<S>>(cache_position: S): S {
+  attention_mask<S extends TensorOps<S>>(cache_position: S, keep: S | null = null): S {
     const slots = lift(this.slots, cache_position).unsqueeze(0); // [1, T_max]
-    const allowed = slots.le(cache_position.unsqueeze(1)); // bool [T, T_max]
+    let allowed = slots.le(cache_position.unsqueeze(1)); // bool [T, T_max]
     const T = cache_position.shape[0]!;
-    return allowed.to(this.dtype).zeros_like().masked_fill(allowed.logical_not(), finfo_min(this.dtype)).view(1, 1, T, this.max_cache_len);
+    if (!keep) return allowed.to(this.dtype).zeros_like().masked_fill(allowed.logical_not(), finfo_min(this.dtype)).view(1, 1, T, this.max_cache_len);
+    const B = keep.shape[0]!;
+    if (keep.ndim !== 2 || keep.shape[1] !== this.max_cache_len || keep.dtype !== "bool") {
+      throw new LoomShapeError(`[StaticCache.attention_mask] keep must be bool [B, ${this.max_cache_len}], got ${keep.dtype} ${fmtShape(keep.shape)}`);
+    }
+    allowed = allowed.unsqueeze(0).logical_and(keep.unsqueeze(1)); // [B, T, T_max]
+    return allowed.to(this.dtype).zeros_like().masked_fill(allowed.logical_not(), finfo_min(this.dtype)).view(B, 1, T, this.max_cache_len);
   }
 }
