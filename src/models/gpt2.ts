@@ -302,7 +302,7 @@ export interface GPT2CacheInputs<S> {
 
 /**
  * attention_mask as bool "attend" [B, T] (no cache) or [B, T_max] (with a cache, zero-padded).
- * Eager masks are checked to hold only 0 and 1 (a lazy one would have to be realized).
+ * Masks whose values are on the host (eager, or lifted from eager) are checked to hold only 0 and 1.
  * @throws LoomShapeError for a shape other than [B, T] / [B, end..T_max]; LoomValueError for other values
  */
 function padding_keep<S extends TensorOps<S>>(attention_mask: S, input_ids: S, cache: { end: number; T_max: number } | null): S {
@@ -313,8 +313,11 @@ function padding_keep<S extends TensorOps<S>>(attention_mask: S, input_ids: S, c
     const want = cache ? `[${B}, L] with ${cache.end} <= L <= T_max=${cache.T_max} (it covers the cache slots)` : `[${B}, ${T}]`;
     throw new LoomShapeError(`[GPT2Model] attention_mask ${fmtShape(attention_mask.shape)} must be ${want} for input_ids ${fmtShape(input_ids.shape)}`);
   }
-  if (!attention_mask.isLazy) {
-    const v = attention_mask.dataSync();
+  // its values are checked when they are on the host already: an eager mask, or the lift of one
+  // (a lazy forward's inputs); reading another lazy mask would realize its graph mid-forward
+  const known = attention_mask.isLazy ? (attention_mask as unknown as { _origin: Tensor | null })._origin : attention_mask;
+  if (known) {
+    const v = known.dataSync();
     for (let i = 0; i < v.length; i++) if (v[i] !== 0 && v[i] !== 1) throw new LoomValueError(`[GPT2Model] attention_mask must hold 0 (padding) and 1 (token), got ${v[i]} at flat index ${i}`);
   }
   let keep = lift(attention_mask, input_ids).ne(0); // bool [B, L]
