@@ -7,6 +7,8 @@
  * const model = models.GPT2LMHeadModel.from_pretrained("checkpoints/char-gpt");
  * const { logits, loss } = model.call(input_ids, { labels: input_ids });
  * const out = model.generate(prompt, 100, { temperature: 0.8, top_k: 20 }); // KV cache when it fits
+ * // HF's form: left-padded batch, nucleus sampling, per-row eos stopping
+ * const seqs = model.generate(input_ids, { max_new_tokens: 50, attention_mask, do_sample: true, top_p: 0.9, eos_token_id: 50256 });
  * // by hand, HF-style: prefill, then one token per call
  * const cache = new models.StaticCache({ config: model.config, max_batch_size: 1 });
  * let { logits } = model.call(prompt, { past_key_values: cache });

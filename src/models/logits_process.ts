@@ -113,8 +113,10 @@ export class TopKLogitsWarper implements LogitsProcessor {
  * `cum <= 1 - top_p`, never the last min_tokens_to_keep; then back to vocabulary order. Among
  * equal scores the sort is stable (lowest index first ascending), so at a cut through a tie the
  * lower indices go first (torch's sort leaves this order open). top_p = 1 keeps every token.
- * The permutation is undone with a gather by the inverse permutation (argsort of the sort
- * indices), the same values as HF's scatter.
+ * Back to vocabulary order without HF's scatter (or a second sort): cum is nondecreasing, so
+ * the removed tokens are the first r of the sorted order, r = their count; token i is removed iff
+ * (score_i, i) comes before (sorted_logits[r], sorted_indices[r]) in the (value, index) order
+ * of the stable sort. The same set as HF's scatter, in O(V) after the one sort.
  */
 export class TopPLogitsWarper implements LogitsProcessor {
   readonly top_p: number;
@@ -138,7 +140,10 @@ export class TopPLogitsWarper implements LogitsProcessor {
     const keep = Math.min(this.min_tokens_to_keep, V);
     const tail = fromValues("bool", [1, V], Array.from({ length: V }, (_, j) => (j >= V - keep ? 1 : 0)));
     const sorted_remove = cumulative_probs.le(1 - this.top_p).logical_and(scores._constant(tail).logical_not());
-    const remove = sorted_remove.gather(1, sorted_indices.argsort(-1)); // back to vocabulary order
+    const r = sorted_remove.to("int64").sum(-1, true); // [B, 1]: removed count, at most V - keep
+    const value = sorted_logits.gather(1, r), index = sorted_indices.gather(1, r); // first kept token, [B, 1]
+    const vocab = scores._constant(fromValues("int64", [1, V], Array.from({ length: V }, (_, j) => j)));
+    const remove = scores.lt(value).logical_or(scores.eq(value).logical_and(vocab.lt(index))); // [B, V]
     return scores.masked_fill(remove, this.filter_value);
   }
 }

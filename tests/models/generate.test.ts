@@ -86,6 +86,12 @@ describe("logits processors: edge cases derived by hand", () => {
     expect(GOLDEN.ties["p=0.5"]).toEqual([[-Infinity, -Infinity, 0, 0]]);
     // p = 0.75: 1 - p = 0.25 removes only index 0 (cum 0.25 <= 0.25, exact in float32)
     expect(kept(new TopPLogitsWarper(0.75).call(none, row([0, 0, 0, 0])))).toEqual([false, true, true, true]);
+    // probabilities 1/8 (indices 0, 2, 3, 4, tied) and 1/2 (index 1): ascending 0, 2, 3, 4, 1 with
+    // cum 1/8, 2/8, 3/8, 4/8, 1; p = 0.7 removes cum <= 0.3: indices 0 and 2, not 3 and 4
+    expect(kept(new TopPLogitsWarper(0.7).call(none, row([0, Math.log(4), 0, 0, 0])))).toEqual([false, true, false, true, true]);
+    // after top_k's -inf (ties among removed tokens): the -inf tokens stay removed, the nucleus is cut as before
+    const x = new TopKLogitsWarper(3).call(none, row([0, Math.log(4), -5, 0, -7]));
+    expect(kept(new TopPLogitsWarper(0.5).call(none, x))).toEqual([false, true, false, false, false]);
   });
   test("top_p = 1 keeps every token; a tiny top_p keeps exactly the most likely one (min_tokens_to_keep = 1)", () => {
     const x = row([1, -2, 3, 0.5, 3.5]);
