@@ -17,7 +17,7 @@
  * Radford et al. 2019, "Language Models are Unsupervised Multitask Learners".
  */
 import { arange } from "../lazy/creation.ts";
-import { cat, cross_entropy, scaled_dot_product_attention } from "../lazy/functional.ts";
+import { cross_entropy, scaled_dot_product_attention } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import { Dropout, GELU, ReLU, SiLU, Tanh } from "../nn/activation.ts";
@@ -31,11 +31,10 @@ import { LayerNorm } from "../nn/normalization.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
-import { fromValues } from "../tensor/storage.ts";
 import { GPT2Config, type GPT2Activation } from "./gpt2_config.ts";
 import { load_checkpoint, save_checkpoint } from "./hf_checkpoint.ts";
 import { generate, legacy_generation_config, type GenerateOptions, type GenerationConfig } from "./generate.ts";
-import { StaticCache, finfo_min } from "./kv_cache.ts";
+import { StaticCache, causal_padding_mask, padding_keep } from "./kv_cache.ts";
 
 export { sample_logits, type GenerateOptions, type GenerationConfig } from "./generate.ts";
 
@@ -246,7 +245,7 @@ export class GPT2Model extends TensorModule {
     // positions: given, the cache slots as [1, T], or (no cache) 0..T-1 as [T]
     const position_ids = inputs.position_ids ?? cache_position?.unsqueeze(0) ?? lift(arange(T, undefined, 1, { dtype: "int64", device: input_ids.device }), input_ids);
     if (inputs.position_ids && (position_ids.ndim !== 2 || position_ids.shape[1] !== T)) throw new LoomShapeError(`[GPT2Model] position_ids ${fmtShape(position_ids.shape)} must be [B, ${T}] or [1, ${T}]`);
-    const keep = inputs.attention_mask ? padding_keep(inputs.attention_mask, input_ids, cache ? { end, T_max: cache.max_cache_len } : null) : null; // bool [B, T or T_max]
+    const keep = inputs.attention_mask ? padding_keep("GPT2Model", inputs.attention_mask, input_ids, cache ? { end, T_max: cache.max_cache_len } : null) : null; // bool [B, T or T_max]
     let x = this.drop.forward(this.wte.forward(input_ids).add(this.wpe.forward(position_ids))); // [B, T, C]
     if (cache) {
       const attention_mask = cache.attention_mask(cache_position!, keep); // [1 or B, 1, T, T_max]
@@ -300,42 +299,6 @@ export interface GPT2CacheInputs<S> {
   attention_mask?: S | null;
 }
 
-/**
- * attention_mask as bool "attend" [B, T] (no cache) or [B, T_max] (with a cache, zero-padded).
- * Masks whose values are on the host (eager, or lifted from eager) are checked to hold only 0 and 1.
- * @throws LoomShapeError for a shape other than [B, T] / [B, end..T_max]; LoomValueError for other values
- */
-function padding_keep<S extends TensorOps<S>>(attention_mask: S, input_ids: S, cache: { end: number; T_max: number } | null): S {
-  const [B, T] = input_ids.shape as [number, number];
-  const L = attention_mask.shape[1]!;
-  const ok = attention_mask.ndim === 2 && attention_mask.shape[0] === B && (cache ? L >= cache.end && L <= cache.T_max : L === T);
-  if (!ok) {
-    const want = cache ? `[${B}, L] with ${cache.end} <= L <= T_max=${cache.T_max} (it covers the cache slots)` : `[${B}, ${T}]`;
-    throw new LoomShapeError(`[GPT2Model] attention_mask ${fmtShape(attention_mask.shape)} must be ${want} for input_ids ${fmtShape(input_ids.shape)}`);
-  }
-  // its values are checked when they are on the host already: an eager mask, or the lift of one
-  // (a lazy forward's inputs); reading another lazy mask would realize its graph mid-forward
-  const known = attention_mask.isLazy ? (attention_mask as unknown as { _origin: Tensor | null })._origin : attention_mask;
-  if (known) {
-    const v = known.dataSync();
-    for (let i = 0; i < v.length; i++) if (v[i] !== 0 && v[i] !== 1) throw new LoomValueError(`[GPT2Model] attention_mask must hold 0 (padding) and 1 (token), got ${v[i]} at flat index ${i}`);
-  }
-  let keep = lift(attention_mask, input_ids).ne(0); // bool [B, L]
-  if (cache && L < cache.T_max) keep = cat([keep, keep._constant(fromValues("bool", [B, cache.T_max - L], new Uint8Array(B * (cache.T_max - L))))], 1);
-  return keep;
-}
-
-/**
- * Causal mask and padding mask as one additive float mask: 0 where query t may attend key s
- * (s <= t and keep[b, s]), dtype min elsewhere (HF's eager/sdpa GPT-2 mask value).
- * @param keep - bool [B, T] @returns [B, 1, T, T] in dtype
- */
-function causal_padding_mask<S extends TensorOps<S>>(keep: S, dtype: DType): S {
-  const [B, T] = keep.shape as [number, number];
-  const causal = keep._constant(fromValues("bool", [T, T], Array.from({ length: T * T }, (_, i) => (i % T <= Math.floor(i / T) ? 1 : 0))));
-  const allowed = causal.unsqueeze(0).logical_and(keep.unsqueeze(1)); // [B, T, T]
-  return allowed.to(dtype).zeros_like().masked_fill(allowed.logical_not(), finfo_min(dtype)).view(B, 1, T, T);
-}
 
 /** What GPT2LMHeadModel.forward returns (HF CausalLMOutput): logits and, given labels/targets, the loss. */
 export interface CausalLMOutput<S> {

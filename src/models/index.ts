@@ -28,7 +28,7 @@ export {
   LogitsProcessorList, RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper,
   type LogitsProcessor,
 } from "./logits_process.ts";
-export { StaticCache, finfo_min, type CacheConfig, type StaticCacheOptions } from "./kv_cache.ts";
+export { StaticCache, causal_padding_mask, finfo_min, padding_keep, type CacheConfig, type StaticCacheOptions } from "./kv_cache.ts";
 export { Conv1D, type Conv1DOptions } from "../nn/conv1d.ts";
 export { CharTokenizer, VOCAB_NAME, type EncodeOptions } from "./char_tokenizer.ts";
 export { load_checkpoint, save_checkpoint, type LoadCheckpointOptions, type SaveCheckpointOptions } from "./hf_checkpoint.ts";

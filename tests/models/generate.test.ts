@@ -126,7 +126,7 @@ describe("logits processors: edge cases derived by hand", () => {
 
 /** A small random GPT-2 with sharp logits (large init), so greedy choices have no near-ties. */
 function smallModel(seed = 3, n_positions = 32): GPT2LMHeadModel {
-  const cfg = new GPT2Config({ vocab_size: 37, n_positions, n_embd: 32, n_layer: 2, n_head: 4, initializer_range: 0.3, resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0 });
+  const cfg = new GPT2Config({ vocab_size: 41, n_positions, n_embd: 32, n_layer: 2, n_head: 4, initializer_range: 0.3, resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0 });
   return new GPT2LMHeadModel(cfg, { generator: new Generator(seed) }).eval();
 }
 
@@ -167,7 +167,7 @@ describe.each(BACKENDS)("left-padded batches with attention_mask on %s", (backen
         const cache = model.make_cache({ shape: [3, 1], device: "cpu" }, 16);
         const slots = tensor(maskRows.map((r) => [...r, ...new Array<number>(16 - T).fill(0)]), int64);
         const cached = model.call(ids, { attention_mask: slots, position_ids, past_key_values: cache }).logits.contiguous().dataSync();
-        const V = 37;
+        const V = 41;
         PROMPTS.forEach((p, b) => {
           const alone = model.call(tensor([p], int64)).logits.contiguous().dataSync(); // [1, Tb, V]
           const off = T - p.length;
@@ -206,7 +206,7 @@ describe.each(BACKENDS)("generate options on %s", (backend) => {
         const T = rows[0]!.length;
         const last = logits.narrow(1, T - 1, 1).contiguous().dataSync();
         rows.forEach((r, b) => {
-          const sc = Array.from(last.slice(b * 37, (b + 1) * 37));
+          const sc = Array.from(last.slice(b * 41, (b + 1) * 41));
           for (const t of new Set(r)) sc[t] = sc[t]! < 0 ? sc[t]! * penalty : sc[t]! / penalty;
           r.push(sc.indexOf(Math.max(...sc)));
         });
@@ -224,9 +224,9 @@ describe.each(BACKENDS)("generate options on %s", (backend) => {
     const first = (r: number[]) => r.slice(3).indexOf(eos);
     const want = free.map((r) => {
       const k = first(r);
-      return k < 0 ? r : [...r.slice(0, 3 + k + 1), ...new Array<number>(r.length - 3 - k - 1).fill(36)];
+      return k < 0 ? r : [...r.slice(0, 3 + k + 1), ...new Array<number>(r.length - 3 - k - 1).fill(40)];
     });
-    const got = model.generate(prompt(), { max_new_tokens: 12, eos_token_id: eos, pad_token_id: 36 }).tolist() as number[][];
+    const got = model.generate(prompt(), { max_new_tokens: 12, eos_token_id: eos, pad_token_id: 40 }).tolist() as number[][];
     if (first(free[1]!) < 0) expect(got).toEqual(want); // row 1 runs to max_new_tokens
     else expect(got).toEqual(want.map((r) => r.slice(0, got[0]!.length)));
     // every row hits an eos (a list): output ends at the last row's eos; pad defaults to eos_token_id[0]
