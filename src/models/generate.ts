@@ -102,7 +102,10 @@ export interface GenerationConfig {
   eos_token_id?: number | number[] | null;
   /** Fills finished rows. Default: the first eos_token_id (HF). */
   pad_token_id?: number | null;
-  /** HF 2-D mask [B, T] of the prompt: 1 = token, 0 = left padding. Default: all tokens. */
+  /**
+   * HF 2-D mask [B, T] of the prompt: 1 = token, 0 = left padding. Default (HF): 0 where the
+   * prompt holds pad_token_id when that is given and is not an eos id, else all tokens.
+   */
   attention_mask?: Tensor | null;
   /** Extra processors, applied after repetition_penalty and before the sampling warpers (HF). */
   logits_processor?: LogitsProcessor[] | LogitsProcessorList | null;
@@ -226,7 +229,11 @@ export function generate(model: GenerationModel, input_ids: Tensor, config: Gene
   if (pad !== null && (!Number.isInteger(pad) || pad < 0)) throw new LoomValueError(`[generate] pad_token_id must be a non-negative integer, got ${pad}`);
   const [B, T0] = input_ids.shape as [number, number];
   const rows: number[][] = input_ids.tolist() as number[][];
-  const masks = config.attention_mask ? checkMask(config.attention_mask, B, T0) : null;
+  // HF `_prepare_attention_mask_for_generation`: without a mask, a pad_token_id (not an eos) found
+  // in the prompt marks padding; otherwise every token counts
+  const infer = !config.attention_mask && pad !== null && !eos.has(pad) && rows.some((r) => r.includes(pad));
+  const mask = config.attention_mask ?? (infer ? tensor(rows.map((r) => r.map((t) => (t === pad ? 0 : 1))), { dtype: "int64" }) : null);
+  const masks = mask ? checkMask(mask, B, T0) : null;
 
   // the last new token is never fed: positions 0 .. T0 + max_new_tokens - 2 go through the model
   const fed = T0 + max_new_tokens - 1;

@@ -154,6 +154,8 @@ describe.each(BACKENDS)("left-padded batches with attention_mask on %s", (backen
             expect(r.slice(0, T - PROMPTS[b]!.length).every((t) => t === PAD)).toBe(true);
             expect(r.slice(T - PROMPTS[b]!.length)).toEqual(alone[b]!);
           });
+          // HF infers the mask from pad_token_id in the prompt when no mask is given
+          expect(model.generate(ids, { max_new_tokens: 8, pad_token_id: PAD, use_cache }).tolist()).toEqual(out);
         }
       });
     });
