@@ -121,8 +121,10 @@ type MultinomialKw = { num_samples?: number; replacement?: boolean; generator?: 
  * whose cumulative weight exceeds u·total (so zero-weight categories are never drawn while others
  * remain). Without replacement the drawn category's weight is removed before the next draw
  * (sequential sampling, the distribution of torch's); once only zero weights remain, the lowest
- * remaining index is taken, as torch's CPU topk of p/q returns. The sequence differs from
- * torch's for the same seed (its generators draw differently).
+ * remaining index is taken (torch leaves that order to its topk of p/q among equal zeros: 1.13's
+ * CPU gives [1, 3, 4, 0, 2] for weights [0, 5, 0, 1, 0]; Loom gives [1, 3, 0, 2, 4] or
+ * [3, 1, 0, 2, 4]). The sequence differs from torch's for the same seed (its generators draw
+ * differently).
  * @param probs - [C] or [B, C], floating dtype; a lazy tensor is realized (host sampling)
  * @returns int64 [num_samples] or [B, num_samples], the same tensor kind as probs
  * @throws LoomDtypeError for a non-float probs; LoomShapeError for other ranks; LoomValueError

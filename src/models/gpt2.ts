@@ -34,10 +34,10 @@ import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShap
 import type { Generator } from "../tensor/rng.ts";
 import { GPT2Config, type GPT2Activation } from "./gpt2_config.ts";
 import { type FromPretrainedOptions, load_checkpoint, resolve_torch_dtype, save_checkpoint } from "./hf_checkpoint.ts";
-import { generate_tokens, type GenerateOptions } from "./generate.ts";
-import { StaticCache } from "./kv_cache.ts";
+import { generate, legacy_generation_config, type GenerateOptions, type GenerationConfig } from "./generate.ts";
+import { StaticCache, causal_padding_mask, padding_keep } from "./kv_cache.ts";
 
-export { sample_logits, type GenerateOptions } from "./generate.ts";
+export { sample_logits, type GenerateOptions, type GenerationConfig } from "./generate.ts";
 
 export interface GPT2Options {
   /** Parameter dtype (default float32). */
@@ -68,7 +68,7 @@ export interface LayerCacheInputs<S> {
   layer_idx: number;
   /** int64 [T]: cache slot of each new position. */
   cache_position: S;
-  /** Additive mask [1, 1, T, T_max]: 0 where attended, dtype min elsewhere. */
+  /** Additive mask [1 or B, 1, T, T_max]: 0 where attended, dtype min elsewhere (padding included). */
   attention_mask: S;
 }
 
@@ -105,9 +105,11 @@ export class GPT2Attention extends TensorModule {
    * @param x - [B, T, n_embd] float
    * @param kv - with a KV cache: the new keys/values are written to their slots and attention runs
    *   over all T_max slots under kv.attention_mask (HF GPT2Attention with layer_past)
+   * @param attn_mask - without a cache: additive float [B, 1, T, T] (causal and padding, from
+   *   GPT2Model's attention_mask) instead of the plain causal mask
    * @returns [B, T, n_embd]
    */
-  forward_lazy<S extends TensorOps<S>>(x: S, kv: LayerCacheInputs<S> | null = null): S {
+  forward_lazy<S extends TensorOps<S>>(x: S, kv: LayerCacheInputs<S> | null = null, attn_mask: S | null = null): S {
     const [B, T, C] = x.shape as [number, number, number];
     const nh = this.n_head, hd = C / nh;
     const [q, k, v] = this.c_attn.forward(x).split(C, 2) as [S, S, S]; // 3 × [B, T, C]
@@ -117,6 +119,8 @@ export class GPT2Attention extends TensorModule {
     if (kv) {
       const [keys, values] = kv.past_key_values.update(heads(k), heads(v), kv.layer_idx, { cache_position: kv.cache_position }); // [B, nh, T_max, hd]
       y = scaled_dot_product_attention(heads(q), keys, values, { ...sdpa, attn_mask: kv.attention_mask });
+    } else if (attn_mask) {
+      y = scaled_dot_product_attention(heads(q), heads(k), heads(v), { ...sdpa, attn_mask }); // [B, nh, T, hd]
     } else {
       y = scaled_dot_product_attention(heads(q), heads(k), heads(v), { ...sdpa, is_causal: true }); // [B, nh, T, hd]
     }
@@ -163,10 +167,13 @@ export class GPT2Block extends TensorModule {
     this.mlp = new GPT2MLP(config, opts);
   }
 
-  /** @param x - [B, T, n_embd] @param kv - the layer's KV cache inputs (GPT2Attention) @returns [B, T, n_embd] */
-  forward_lazy<S extends TensorOps<S>>(x: S, kv: LayerCacheInputs<S> | null = null): S {
+  /**
+   * @param x - [B, T, n_embd] @param kv - the layer's KV cache inputs (GPT2Attention)
+   * @param attn_mask - without a cache: additive [B, 1, T, T] (GPT2Attention) @returns [B, T, n_embd]
+   */
+  forward_lazy<S extends TensorOps<S>>(x: S, kv: LayerCacheInputs<S> | null = null, attn_mask: S | null = null): S {
     const a = this.ln_1.forward(x);
-    const h = x.add(kv ? this.attn.forward_lazy(a, kv) : this.attn.forward(a));
+    const h = x.add(kv || attn_mask ? this.attn.forward_lazy(a, kv, attn_mask) : this.attn.forward(a));
     return h.add(this.mlp.forward(this.ln_2.forward(h)));
   }
 }
@@ -197,8 +204,11 @@ export class GPT2Model extends TensorModule {
    *   at `cache_position`), `cache_position` (int64 [T], default get_seq_length() + 0..T-1),
    *   `position_ids` (int [B, T] or [1, T], default cache_position as [1, T]); `use_cache` false
    *   ignores the cache. Without a cache every input attends causally to its own T positions.
+   *   `attention_mask` (HF's 2-D padding mask, see GPT2CacheInputs) is combined with the causal
+   *   mask; as in HF's GPT2Model it does not change position_ids (generate derives those).
    * @returns hidden states [B, T, n_embd] after ln_f
-   * @throws LoomShapeError for a non-2-D input or T > n_positions, or a cache of another shape;
+   * @throws LoomShapeError for a non-2-D input or T > n_positions, a cache of another shape or an
+   *   attention_mask of another shape; LoomValueError for attention_mask values other than 0/1;
    *   LoomIndexError for a cache position outside [0, T_max), raised before anything is written;
    *   LoomDtypeError for a cache dtype other than the model's
    */
@@ -236,12 +246,16 @@ export class GPT2Model extends TensorModule {
     // positions: given, the cache slots as [1, T], or (no cache) 0..T-1 as [T]
     const position_ids = inputs.position_ids ?? cache_position?.unsqueeze(0) ?? lift(arange(T, undefined, 1, { dtype: "int64", device: input_ids.device }), input_ids);
     if (inputs.position_ids && (position_ids.ndim !== 2 || position_ids.shape[1] !== T)) throw new LoomShapeError(`[GPT2Model] position_ids ${fmtShape(position_ids.shape)} must be [B, ${T}] or [1, ${T}]`);
+    const keep = inputs.attention_mask ? padding_keep("GPT2Model", inputs.attention_mask, input_ids, cache ? { end, T_max: cache.max_cache_len } : null) : null; // bool [B, T or T_max]
     let x = this.drop.forward(this.wte.forward(input_ids).add(this.wpe.forward(position_ids))); // [B, T, C]
     if (cache) {
-      const attention_mask = cache.attention_mask(cache_position!); // [1, 1, T, T_max]
+      const attention_mask = cache.attention_mask(cache_position!, keep); // [1 or B, 1, T, T_max]
       let layer_idx = 0;
       for (const block of this.h) x = block.forward_lazy(x, { past_key_values: cache, layer_idx: layer_idx++, cache_position: cache_position!, attention_mask });
       cache.advance(end);
+    } else if (keep) {
+      const mask = causal_padding_mask(keep, x.dtype); // [B, 1, T, T]
+      for (const block of this.h) x = block.forward_lazy(x, null, mask);
     } else {
       for (const block of this.h) x = block.forward(x); // causal attention within the input
     }
@@ -276,7 +290,16 @@ export interface GPT2CacheInputs<S> {
   position_ids?: S | null;
   /** int64 [T] cache slots of the new tokens (default: get_seq_length() + 0..T-1). */
   cache_position?: S | null;
+  /**
+   * HF's 2-D padding mask [B, L] (int, bool or float; 1 = attend, 0 = padding), combined with the
+   * causal mask (HF `_prepare_4d_causal_attention_mask_with_cache_position`). Without a cache
+   * L = T; with one it covers cache slots 0..L-1 with end <= L <= T_max (end: the last slot this
+   * call writes + 1), slots past L counting as 0. Queries at padded positions see only padding;
+   * their additive dtype-min mask keeps softmax finite (uniform), and no real query reads them.
+   */
+  attention_mask?: S | null;
 }
+
 
 /** What GPT2LMHeadModel.forward returns (HF CausalLMOutput): logits and, given labels/targets, the loss. */
 export interface CausalLMOutput<S> {
@@ -353,8 +376,8 @@ export class GPT2LMHeadModel extends Module {
    */
   override forward_lazy<S extends TensorOps<S>>(input_ids: S, inputs: CausalLMInputs<S> = {}): CausalLMOutput<S> {
     const past_key_values = inputs.use_cache === false ? null : inputs.past_key_values ?? (inputs.use_cache ? this.make_cache(input_ids) : null);
-    const { position_ids, cache_position } = inputs;
-    const hidden = this.transformer.forward_lazy(input_ids, { past_key_values, position_ids, cache_position }); // [B, T, C]
+    const { position_ids, cache_position, attention_mask } = inputs;
+    const hidden = this.transformer.forward_lazy(input_ids, { past_key_values, position_ids, cache_position, attention_mask }); // [B, T, C]
     const logits = this.lm_head.forward(hidden); // [B, T, V]
     const { labels = null, targets = null } = inputs;
     if (labels && targets) throw new LoomValueError("[GPT2LMHeadModel] pass labels (HF, shifted inside) or targets (already shifted), not both");
@@ -436,19 +459,31 @@ export class GPT2LMHeadModel extends Module {
     return this.parameters().filter((p) => !only_trainable || p.requires_grad).reduce((n, p) => n + p.numel(), 0);
   }
 
+  /** The most positions the model embeds (n_positions): generate's cache length and cropping window. */
+  get max_position_embeddings(): number {
+    return this.config.n_positions;
+  }
+
   /**
-   * Autoregressive generation (HF generate; nanoGPT's options): appends `max_new_tokens` tokens,
-   * each drawn from softmax(logits[:, -1] / temperature) restricted to the top_k (temperature 0:
-   * greedy argmax). With the KV cache (default when the sequence fits in n_positions): one prefill
-   * call, then one [B, 1] call per token over a StaticCache; without (`use_cache: false`, default
-   * when longer): the context, cropped to n_positions tokens, is recomputed per token. Runs under
-   * no_grad in eval() mode and restores the training flag afterwards. See generate.ts.
-   * @param idx - int64 [B, T] prompt ids (T >= 1), any device
-   * @returns int64 [B, T + max_new_tokens] on the cpu
-   * @throws LoomValueError for a bad temperature or top_k, LoomShapeError for a non-2-D prompt,
-   *   LoomIndexError for use_cache: true past T_max (before any call)
+   * Autoregressive generation (HF generate, see generate.ts), in two forms:
+   * - HF: `generate(input_ids, { max_new_tokens, do_sample, temperature, top_k, top_p,
+   *   repetition_penalty, eos_token_id, pad_token_id, attention_mask, ... })` with HF's defaults
+   *   (greedy unless do_sample; sampling uses top_k 50);
+   * - nanoGPT: `generate(idx, max_new_tokens, { temperature, top_k, ... })`: samples from all
+   *   tokens at temperature 1 by default; temperature 0 is greedy.
+   * With the KV cache (default when the sequence fits in n_positions): one prefill call, then one
+   * [B, 1] call per token over a StaticCache; without (`use_cache: false`, default when longer):
+   * the context, cropped to n_positions tokens, is recomputed per token. Left-padded batches with
+   * an attention_mask generate what each row would alone. Runs under no_grad in eval() mode and
+   * restores the training flag afterwards.
+   * @param input_ids - int64 [B, T] prompt ids (T >= 1), any device
+   * @returns int64 [B, T + n] on the cpu (n = max_new_tokens, or fewer when all rows hit eos_token_id)
+   * @throws LoomValueError for invalid options, LoomShapeError for a non-2-D prompt or a mask of
+   *   another shape, LoomIndexError for use_cache: true past T_max (before any call)
    */
-  generate(idx: Tensor, max_new_tokens: number, opts: GenerateOptions = {}): Tensor {
-    return generate_tokens(this, idx, max_new_tokens, opts);
+  generate(input_ids: Tensor, config: GenerationConfig): Tensor;
+  generate(idx: Tensor, max_new_tokens: number, opts?: GenerateOptions): Tensor;
+  generate(input_ids: Tensor, a: number | GenerationConfig, opts: GenerateOptions = {}): Tensor {
+    return generate(this, input_ids, typeof a === "number" ? legacy_generation_config(a, opts) : a);
   }
 }

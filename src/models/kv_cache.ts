@@ -20,12 +20,16 @@
  * Config: GPT-2 names, HF Llama names (num_key_value_heads, head_dim) or the shape itself.
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/cache_utils.py
  * (StaticCache.update: `k_out.index_copy_(2, cache_position, key_states)`).
+ * Also here: `padding_keep` / `causal_padding_mask`, HF's 2-D attention_mask (left padding) turned
+ * into the masks attention uses, with and without the cache (shared by the decoders).
  */
 import { arange, zeros } from "../lazy/creation.ts";
+import { cat } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import { lift } from "../nn/execution.ts";
 import { isFloating, type DType } from "../tensor/dtype.ts";
+import { fromValues } from "../tensor/storage.ts";
 import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 
 /** GPT-2's config names (GPT2Config has these fields): head_dim = n_embd / n_head, all heads cached. */
@@ -313,14 +317,64 @@ export class StaticCache {
    * The additive attention mask of HF's static-cache path: 0 where slot s may be attended from
    * query t (s <= cache_position[t]), dtype min elsewhere (unfilled slots and the future). After
    * softmax the masked slots weigh exactly 0 (exp of about -3.4e38 underflows to 0), also where a
-   * slot still holds zeros.
+   * slot still holds zeros. With `keep` (HF's 2-D padding mask over the slots, as bool) a slot
+   * must also be kept for that row (HF `_prepare_4d_causal_attention_mask_with_cache_position`).
    * @param cache_position - int64 [T], same kind as the result
-   * @returns [1, 1, T, T_max] in the cache dtype
+   * @param keep - bool [B, T_max]: slot s of row b holds a token (not padding); default all
+   * @returns [1, 1, T, T_max] (or [B, 1, T, T_max] with keep) in the cache dtype
+   * @throws LoomShapeError for keep of another shape
    */
-  attention_mask<S extends TensorOps<S>>(cache_position: S): S {
+  attention_mask<S extends TensorOps<S>>(cache_position: S, keep: S | null = null): S {
     const slots = lift(this.slots, cache_position).unsqueeze(0); // [1, T_max]
-    const allowed = slots.le(cache_position.unsqueeze(1)); // bool [T, T_max]
+    let allowed = slots.le(cache_position.unsqueeze(1)); // bool [T, T_max]
     const T = cache_position.shape[0]!;
-    return allowed.to(this.dtype).zeros_like().masked_fill(allowed.logical_not(), finfo_min(this.dtype)).view(1, 1, T, this.max_cache_len);
+    if (!keep) return allowed.to(this.dtype).zeros_like().masked_fill(allowed.logical_not(), finfo_min(this.dtype)).view(1, 1, T, this.max_cache_len);
+    const B = keep.shape[0]!;
+    if (keep.ndim !== 2 || keep.shape[1] !== this.max_cache_len || keep.dtype !== "bool") {
+      throw new LoomShapeError(`[StaticCache.attention_mask] keep must be bool [B, ${this.max_cache_len}], got ${keep.dtype} ${fmtShape(keep.shape)}`);
+    }
+    allowed = allowed.unsqueeze(0).logical_and(keep.unsqueeze(1)); // [B, T, T_max]
+    return allowed.to(this.dtype).zeros_like().masked_fill(allowed.logical_not(), finfo_min(this.dtype)).view(B, 1, T, this.max_cache_len);
   }
+}
+
+/**
+ * HF's 2-D attention_mask as bool "attend" [B, T] (no cache) or [B, T_max] (with a cache,
+ * zero-padded): what a model's forward gives `StaticCache.attention_mask` or `causal_padding_mask`
+ * (GPT2Model; any decoder taking HF's attention_mask).
+ * Masks whose values are on the host (eager, or lifted from eager) are checked to hold only 0 and 1.
+ * @param op - the caller, for messages
+ * @param cache - with a KV cache: `end` (last slot written by this call + 1) and T_max
+ * @throws LoomShapeError for a shape other than [B, T] / [B, end..T_max]; LoomValueError for other values
+ */
+export function padding_keep<S extends TensorOps<S>>(op: string, attention_mask: S, input_ids: S, cache: { end: number; T_max: number } | null): S {
+  const [B, T] = input_ids.shape as [number, number];
+  const L = attention_mask.shape[1]!;
+  const ok = attention_mask.ndim === 2 && attention_mask.shape[0] === B && (cache ? L >= cache.end && L <= cache.T_max : L === T);
+  if (!ok) {
+    const want = cache ? `[${B}, L] with ${cache.end} <= L <= T_max=${cache.T_max} (it covers the cache slots)` : `[${B}, ${T}]`;
+    throw new LoomShapeError(`[${op}] attention_mask ${fmtShape(attention_mask.shape)} must be ${want} for input_ids ${fmtShape(input_ids.shape)}`);
+  }
+  // its values are checked when they are on the host already: an eager mask, or the lift of one
+  // (a lazy forward's inputs); reading another lazy mask would realize its graph mid-forward
+  const known = attention_mask.isLazy ? (attention_mask as unknown as { _origin: Tensor | null })._origin : attention_mask;
+  if (known) {
+    const v = known.dataSync();
+    for (let i = 0; i < v.length; i++) if (v[i] !== 0 && v[i] !== 1) throw new LoomValueError(`[${op}] attention_mask must hold 0 (padding) and 1 (token), got ${v[i]} at flat index ${i}`);
+  }
+  let keep = lift(attention_mask, input_ids).ne(0); // bool [B, L]
+  if (cache && L < cache.T_max) keep = cat([keep, keep._constant(fromValues("bool", [B, cache.T_max - L], new Uint8Array(B * (cache.T_max - L))))], 1);
+  return keep;
+}
+
+/**
+ * Causal mask and padding mask as one additive float mask: 0 where query t may attend key s
+ * (s <= t and keep[b, s]), dtype min elsewhere (HF's eager/sdpa GPT-2 mask value).
+ * @param keep - bool [B, T] @returns [B, 1, T, T] in dtype
+ */
+export function causal_padding_mask<S extends TensorOps<S>>(keep: S, dtype: DType): S {
+  const [B, T] = keep.shape as [number, number];
+  const causal = keep._constant(fromValues("bool", [T, T], Array.from({ length: T * T }, (_, i) => (i % T <= Math.floor(i / T) ? 1 : 0))));
+  const allowed = causal.unsqueeze(0).logical_and(keep.unsqueeze(1)); // [B, T, T]
+  return allowed.to(dtype).zeros_like().masked_fill(allowed.logical_not(), finfo_min(dtype)).view(B, 1, T, T);
 }
