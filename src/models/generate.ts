@@ -281,7 +281,10 @@ export function generate(model: GenerationModel, input_ids: Tensor, config: Gene
         }
         return;
       }
-      const cache = config.past_key_values ?? model.make_cache({ shape: [B, T0], device });
+      // HF sizes a generate cache to the sequence; a model with at most 4096 positions gets all of
+      // them instead, so every generate call (and its lazy decode plan) shares one cache shape
+      const L_new = n_pos <= 4096 ? n_pos : Math.min(n_pos, Math.ceil((fed + 1) / 256) * 256);
+      const cache = config.past_key_values ?? model.make_cache({ shape: [B, T0], device }, L_new);
       if (config.past_key_values) cache.reset(); // a new one is zeros already
       const L = cache.max_cache_len;
       // with padding: the mask over all L slots (zeros past the sequence), so every step has one shape

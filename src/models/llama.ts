@@ -24,6 +24,7 @@ import { open_sharded, resolve_pretrained_dir } from "../io/index.ts";
 import { arange, zeros } from "../lazy/creation.ts";
 import { cat, cross_entropy } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
+import type { Tensor } from "../lazy/tensor.ts";
 import { ModuleList } from "../nn/container.ts";
 import { lift } from "../nn/execution.ts";
 import { init_empty_weights, normal_, ones_, zeros_ } from "../nn/init.ts";
@@ -33,6 +34,7 @@ import type { DType } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
 import type { CausalLMOutput } from "./gpt2.ts";
+import { generate, type GenerationConfig } from "./generate.ts";
 import { load_checkpoint, resolve_torch_dtype, save_checkpoint, type FromPretrainedOptions } from "./hf_checkpoint.ts";
 import { StaticCache, finfo_min } from "./kv_cache.ts";
 import { LlamaConfig } from "./llama_config.ts";
@@ -261,6 +263,27 @@ export class LlamaForCausalLM extends Module {
    */
   make_cache(input_ids: { shape: readonly number[]; device: string }, max_cache_len = this.config.max_position_embeddings): StaticCache {
     return new StaticCache({ config: this.config, max_batch_size: input_ids.shape[0]!, max_cache_len, device: input_ids.device, dtype: this.model.embed_tokens.weight.dtype });
+  }
+
+  /** Positions the model was trained for (config.max_position_embeddings; generate's limit). */
+  get max_position_embeddings(): number {
+    return this.config.max_position_embeddings;
+  }
+
+  /**
+   * Autoregressive generation (HF generate, src/models/generate.ts):
+   * `generate(input_ids, { max_new_tokens, do_sample, temperature, top_k, top_p,
+   * repetition_penalty, eos_token_id, pad_token_id, attention_mask, streamer })` with HF's defaults
+   * (greedy unless do_sample). With the KV cache (default): one prefill call, then one [B, 1] call
+   * per token; left-padded batches with an attention_mask generate what each row would alone.
+   * Runs under no_grad in eval() mode and restores the training flag afterwards.
+   * @param input_ids - int64 [B, T] prompt ids (T >= 1), any device
+   * @returns int64 [B, T + n] on the cpu (n = max_new_tokens, or fewer when all rows hit eos_token_id)
+   * @throws LoomValueError for invalid options, LoomShapeError for a non-2-D prompt or a mask of
+   *   another shape, LoomIndexError for use_cache: true past max_position_embeddings
+   */
+  generate(input_ids: Tensor, config: GenerationConfig): Tensor {
+    return generate(this, input_ids, config);
   }
 
   /** Number of parameters (tied weights counted once), as HF num_parameters(). */

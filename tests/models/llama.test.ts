@@ -190,3 +190,24 @@ describe.each(BACKENDS)("Llama family on %s", (backend) => {
     });
   });
 });
+
+describe.each(BACKENDS)("Llama generate on %s", (backend) => {
+  useBackend(backend);
+  test.each(["eager", "lazy"] as const)("%s: a left-padded batch generates greedily what each prompt generates alone (HF generate)", (mode) => {
+    for (const name of NAMES) {
+      const model = load(name);
+      const V = model.config.vocab_size;
+      const prompts = [[3, 9, 4, 1, 7], [5, 2], [8, 8, 1]].map((r) => r.map((t) => t % V));
+      const alone = prompts.map((p) => with_execution_mode(mode, () => model.generate(int([p]), { max_new_tokens: 4 })).tolist() as number[][]);
+      const T = Math.max(...prompts.map((p) => p.length));
+      const pad = 0;
+      const ids = prompts.map((p) => [...new Array<number>(T - p.length).fill(pad), ...p]);
+      const mask = prompts.map((p) => [...new Array<number>(T - p.length).fill(0), ...p.map(() => 1)]);
+      const out = with_execution_mode(mode, () => model.generate(int(ids), { max_new_tokens: 4, attention_mask: int(mask), pad_token_id: pad })).tolist() as number[][];
+      prompts.forEach((p, b) => expect(out[b]!.slice(T)).toEqual(alone[b]![0]!.slice(p.length)));
+      // the new tokens follow the model's own argmax: the first one equals the full forward's
+      const logits = no_grad(() => model.forward(int([prompts[0]!])).logits) as Tensor; // [1, T, V]
+      expect(alone[0]![0]![prompts[0]!.length]).toBe((logits.narrow(1, prompts[0]!.length - 1, 1).argmax(-1).tolist() as number[][])[0]![0]);
+    }
+  });
+});
