@@ -17,6 +17,7 @@ export { einsum } from "./lazy/einsum.ts";
 export { slice, type IndexItem, type IndexList, type IndexTensor, type Slice } from "./lazy/indexing.ts";
 export { gradcheck, type GradcheckOptions, type GradcheckFailure } from "./lazy/gradcheck.ts";
 export * as autograd from "./lazy/autograd_api.ts";
+export * as linalg from "./lazy/linalg.ts";
 export { no_grad, enable_grad, inference_mode, is_grad_enabled, set_grad_enabled, GradModeGuard } from "./autograd/grad_mode.ts";
 export { manual_seed, Generator, default_generator } from "./tensor/rng.ts";
 export { promoteTypes as promote_types, type DType } from "./tensor/dtype.ts";
