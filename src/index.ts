@@ -42,4 +42,5 @@ export * as amp from "./optim/amp.ts";
 export { autocast, is_autocast_enabled, get_autocast_dtype } from "./lazy/autocast.ts";
 export * as data from "./data/index.ts";
 export * as lora from "./lora/index.ts";
+export * as weights from "./weights/index.ts";
 export * as models from "./models/index.ts";

@@ -1,0 +1,8 @@
+/**
+ * loom.weights: weights as computation graphs over compact pieces (issue 12): WeightNode and its
+ * kinds, the materialization cache, CompressedLinear.
+ */
+export * from "./cache.ts";
+export * from "./node.ts";
+export * from "./dense.ts";
+export * from "./linear.ts";
