@@ -8,6 +8,7 @@ import * as lora from "./ops/lora.ts";
 import * as mv from "./ops/movement.ts";
 import * as rd from "./ops/reduce.ts";
 import * as so from "./ops/sort.ts";
+import * as sp from "./ops/spmm.ts";
 import * as fu from "./passes/fused_ops.ts";
 import type { OpDef } from "./op.ts";
 
@@ -31,6 +32,8 @@ export const OPS = {
   index_select: la.index_select, index_add: la.index_add, tri: la.tri,
   // sorting (sort/topk/kthvalue are argsort + gather on the surface)
   argsort: so.argsort,
+  // sparse (CSR) weight times dense input (src/weights/sparse.ts)
+  spmm: sp.spmm,
   // fused ops whose decomposition is their reference
   lora_linear: lora.lora_linear,
 } satisfies Record<string, OpDef>;
