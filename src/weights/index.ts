@@ -6,3 +6,5 @@ export * from "./cache.ts";
 export * from "./node.ts";
 export * from "./dense.ts";
 export * from "./linear.ts";
+export * from "./quantize.ts";
+export * from "./quantized.ts";
