@@ -43,4 +43,5 @@ export { autocast, is_autocast_enabled, get_autocast_dtype } from "./lazy/autoca
 export * as data from "./data/index.ts";
 export * as lora from "./lora/index.ts";
 export * as weights from "./weights/index.ts";
+export { compress, type CompressOptions, type CompressReport } from "./weights/compress.ts";
 export * as models from "./models/index.ts";

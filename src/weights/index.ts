@@ -8,3 +8,7 @@ export * from "./dense.ts";
 export * from "./linear.ts";
 export * from "./quantize.ts";
 export * from "./quantized.ts";
+export * from "./lowrank.ts";
+export * from "./sparse.ts";
+export * from "./product_quantized.ts";
+export * from "./compress.ts";
