@@ -6,6 +6,7 @@ import * as ew from "./ops/elementwise.ts";
 import * as la from "./ops/linalg_index.ts";
 import * as lora from "./ops/lora.ts";
 import * as mv from "./ops/movement.ts";
+import * as qz from "./ops/quantized.ts";
 import * as rd from "./ops/reduce.ts";
 import * as so from "./ops/sort.ts";
 import * as sp from "./ops/spmm.ts";
@@ -36,6 +37,8 @@ export const OPS = {
   spmm: sp.spmm,
   // fused ops whose decomposition is their reference
   lora_linear: lora.lora_linear,
+  // dequantize-and-multiply, the weight never dense (issue 12)
+  quantized_linear: qz.quantized_linear,
 } satisfies Record<string, OpDef>;
 
 export type OpName = keyof typeof OPS;

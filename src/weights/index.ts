@@ -12,3 +12,7 @@ export * from "./lowrank.ts";
 export * from "./sparse.ts";
 export * from "./product_quantized.ts";
 export * from "./compress.ts";
+export * from "./delta.ts";
+export * from "./optimize.ts";
+export * from "./serialize.ts";
+export * from "./gguf.ts";

@@ -24,7 +24,7 @@ import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { lift } from "../nn/execution.ts";
 import { itemsize, type DType } from "../tensor/dtype.ts";
-import { LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
+import { LoomError, LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { numel } from "../tensor/shape.ts";
 import { default_weight_cache, tensor_bytes, type WeightCache } from "./cache.ts";
 
@@ -254,7 +254,8 @@ function scalarLike(): Tensor {
 
 /**
  * Rebuild a node from its JSON graph, reading pieces with `get` (no piece is materialized).
- * @throws LoomFormatError for an unknown kind, a malformed node, or a missing piece
+ * @throws LoomFormatError for an unknown kind, a malformed node, a missing piece, or pieces and
+ *   attrs a kind's builder rejects
  */
 export function weight_from_json(graph: unknown, get: (key: string) => Tensor | undefined, where = "graph"): WeightNode {
   if (graph === null || typeof graph !== "object" || Array.isArray(graph)) throw new LoomFormatError(`[weights.from_json] ${where}: expected an object, got ${JSON.stringify(graph)?.slice(0, 80)}`);
@@ -276,7 +277,17 @@ export function weight_from_json(graph: unknown, get: (key: string) => Tensor | 
   }
   const children: Record<string, WeightNode> = {};
   for (const [name, c] of Object.entries(obj(g.children, "children"))) children[name] = weight_from_json(c, get, `${where}.${name}`);
-  return build_weight(g.kind, { shape: g.shape, dtype: g.dtype as DType, attrs: obj(g.attrs, "attrs") as Record<string, JsonValue>, pieces, children });
+  try {
+    const n = build_weight(g.kind, { shape: g.shape, dtype: g.dtype as DType, attrs: obj(g.attrs, "attrs") as Record<string, JsonValue>, pieces, children });
+    if (n.shape.length !== g.shape.length || n.shape.some((d, i) => d !== g.shape![i]) || n.dtype !== g.dtype) {
+      throw new LoomFormatError(`[weights.from_json] ${where} (${g.kind}): the graph says ${g.dtype} ${fmtShape(g.shape)}, its pieces and children make ${n.dtype} ${fmtShape(n.shape)}`);
+    }
+    return n;
+  } catch (e) {
+    // a builder's shape or value check failing on file contents is a malformed file
+    if (e instanceof LoomError && !(e instanceof LoomFormatError)) throw new LoomFormatError(`[weights.from_json] ${where} (${g.kind}): ${e.message}`);
+    throw e;
+  }
 }
 
 /**

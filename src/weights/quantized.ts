@@ -6,7 +6,8 @@
  * dequantizers on every backend: ggml dequantize_row_q8_0 / _q4_0 (y = q·d in float32) and
  * bitsandbytes kDequantizeBlockwise (y = code[q]·absmax).
  */
-import { cat, stack, where } from "../lazy/functional.ts";
+import { cat, linear as F_linear, stack, where } from "../lazy/functional.ts";
+import { quantized_linear } from "../lazy/quantized_ops.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
@@ -95,6 +96,25 @@ export class Quantized extends WeightNode {
 
   override attrs(): Record<string, JsonValue> {
     return { format: this.format };
+  }
+
+  /**
+   * y = x Wᵀ + b through the fused dequantize-matmul (src/lazy/quantized_ops.ts quantized_linear):
+   * the dense weight is never built, on any backend. Gradients flow to x and the bias (the
+   * packed weight is frozen). Other float inputs (float64, float16, bfloat16) take the memoized
+   * dense path with the weight cast to x's dtype (bitsandbytes' compute dtype).
+   * @param x - [*, K] float32
+   * @param bias - [N] or null
+   * @returns [*, N] float32
+   */
+  override linear<S extends TensorOps<S>>(x: S, bias: S | null = null): S {
+    this.check_linear_input(x);
+    if (x.dtype !== "float32" || (bias && bias.dtype !== "float32")) return F_linear(x, this.dense_as(x).to(x.dtype), bias);
+    return quantized_linear(x, this.piece_as(this.qweight, x), {
+      format: this.format,
+      scales: this.scales ? this.piece_as(this.scales, x) : null,
+      bias,
+    });
   }
 
   /** Dequantize with registry ops (see the file comment). @returns [N, K] float32 */

@@ -47,6 +47,8 @@ const idx = (vals: number[], shape?: number[]) => {
   const t = loom.tensor(vals, { dtype: "int64" });
   return shape ? t.reshape(shape) : t;
 };
+/** Q4_0 bytes of a [3, 64] weight: 2 blocks per row, each d = 0x2400 (2^-6), nibbles from a fixed pattern. */
+const Q4_0_W = loom.tensor(Uint8Array.from({ length: 3 * 36 }, (_, i) => (i % 18 === 0 ? 0x00 : i % 18 === 1 ? 0x24 : (i * 37 + 11) % 256))).reshape([3, 36]);
 const bool = (vals: number[], shape: number[]) => loom.tensor(vals.map((v) => v !== 0)).reshape(shape);
 
 const unary = (name: string, f: (x: S) => S, input = () => rnd([3, 4]), second = false): OpCase => ({
@@ -157,6 +159,9 @@ export const OP_CASES: OpCase[] = [
   { name: "lora_linear_no_bias_strided", inputs: () => [rnd([3, 4]), rnd([4, 5]), rnd([2, 4]), rnd([5, 2])], fn: (x, Wt, A, B) => loom.lora_linear(x, Wt.t(), A, B, 0.5) },
   // W [3, 4] in CSR: rows 0 and 2 hold 2 and 1 non-zeros, row 1 none
   { name: "spmm_csr", inputs: () => [rnd([2, 3, 4]), idx([0, 2, 2, 3]), idx([0, 3, 1]), rnd([3]), idx([0, 0, 2])], fn: (x, crow, col, v, row) => x._apply(loom.OPS.spmm, [crow, col, v, row], {}), second: true },
+  // packed Q4_0 W [3, 64] (fixed bytes; fp16 d = 2^-6 in every block); the op is float32 and
+  // linear in x and b, so a large step keeps float32 rounding out of the finite differences
+  { name: "quantized_linear", inputs: () => [rnd([2, 64]), rnd([3])], fn: (x, b) => loom.quantized_linear(x.to("float32"), Q4_0_W, { format: "q4_0", bias: b.to("float32") }), eps: 0.25, second: true },
   // ---- non-differentiable (eager-vs-lazy and coverage only)
   { name: "comparisons", nondiff: true, inputs: () => [rnd([3, 4]), rnd([4])], fn: (a, b) => [a.eq(b), a.ne(b), a.lt(b), a.le(b), a.gt(b), a.ge(a)] },
   { name: "logical", nondiff: true, inputs: () => [rnd([3, 4])], fn: (a) => [a.gt(0).logical_and(a.lt(0.5)), a.gt(0).logical_or(a.lt(-0.5)), a.gt(0).logical_not(), a.log().isnan()] },

@@ -5,6 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { tensor } from "../../src/lazy/creation.ts";
+import { linear as F_linear } from "../../src/lazy/functional.ts";
 import { Tensor } from "../../src/lazy/tensor.ts";
 import { LoomFormatError, LoomShapeError, LoomValueError } from "../../src/tensor/errors.ts";
 import { WeightCache, Quantized, type QuantFormat } from "../../src/weights/index.ts";
@@ -50,6 +51,36 @@ for (const backend of BACKENDS) {
         });
       }
     }
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`fused Quantized.linear (quantized_linear) on ${backend}`, () => {
+    useBackend(backend);
+    test("matches dequantize-then-matmul for every format and golden case, eager and lazy", () => {
+      for (const c of CASES) {
+        const w = tensor(new Float32Array(c.input)).reshape(c.shape);
+        const K = c.shape[1]!;
+        for (const fmt of FORMATS) {
+          const q = Quantized.quantize(w, fmt, c.name);
+          const dense = q.materialize(new WeightCache(0));
+          for (const M of [1, 3]) {
+            const x = tensor(Float32Array.from({ length: M * K }, (_, i) => Math.sin(i * 0.7 + M))).reshape([M, K]);
+            const bias = tensor(Float32Array.from({ length: c.shape[0]! }, (_, i) => i * 0.25 - 1));
+            const want = F_linear(x, dense, bias).dataSync();
+            const eager = q.linear(x, bias).dataSync();
+            const lazy = q.linear(x.lazy(), bias.lazy()).eval().dataSync();
+            // float32 sums of K products in another order: relative to the sum of |terms|
+            const mag = F_linear(x.abs(), dense.abs()).dataSync();
+            for (let i = 0; i < want.length; i++) {
+              const tol = 1e-6 * (mag[i]! + 1);
+              expect(Math.abs(eager[i]! - want[i]!)).toBeLessThanOrEqual(tol);
+              expect(Math.abs(lazy[i]! - want[i]!)).toBeLessThanOrEqual(tol);
+            }
+          }
+        }
+      }
+    });
   });
 }
 

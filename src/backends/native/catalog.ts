@@ -16,11 +16,19 @@ import { jitMatmulImplementations } from "./jit_matmul.ts";
 /** Rank of the exact kernels: after every bounded implementation that applies. */
 const EXACT_RANK = 100;
 
+/**
+ * Ops whose one native kernel is itself the fused implementation (eager runs it too, so it is
+ * the exact one), with its error against the float64 reference of the decomposition.
+ */
+const EXACT_DOCS: { readonly [K in OpName]?: string } = {
+  quantized_linear: "fused dequantize-matmul (native/kernels/quant.c: W decoded in registers, GEMV/row tiles for M < 16, panels + sgemm above); vs float64 dequantize-then-matmul |y − ref| ≤ 2^-24·|ref| + (K/4 + 16)·2^-24·Σ|x·w| (graph/ops/quantized.ts QUANT_ERROR_BOUND)",
+};
+
 /** The exact implementation of `op`: the backend's own prepare (shim kernel or js fallback). */
 function exact(b: NativeBackend, op: OpName | FusedOpName): Implementation {
   return {
     id: `native.${op}.exact`, op, contract: { kind: "exact" }, rank: EXACT_RANK,
-    doc: "the shim's exact kernel (each intermediate rounded as the unfused ops store it; js fallback where the shim lacks the op)",
+    doc: EXACT_DOCS[op as OpName] ?? "the shim's exact kernel (each intermediate rounded as the unfused ops store it; js fallback where the shim lacks the op)",
     applies: () => true,
     prepare: (a: Application) => b.prepare(a.op, a.inputs, a.attrs, a.shape, a.dtype),
   };

@@ -15,6 +15,7 @@ import { ptr, type Pointer } from "bun:ffi";
 import type { OpDef } from "../../graph/op.ts";
 import { INDEX_CALLERS, type IndexAttrs } from "../../graph/ops/linalg_index.ts";
 import type { OpName } from "../../graph/registry.ts";
+import type { QuantFormat, QuantizedLinearAttrs } from "../../graph/ops/quantized.ts";
 import type {
   AttentionAttrs, FusedMatmulAttrs, FusedReduceAttrs, FusedSoftmaxAttrs, LoraAttrs as FusedLoraAttrs, NormAttrs,
 } from "../../graph/passes/fused_ops.ts";
@@ -58,6 +59,8 @@ const indexAttr: AttrEncoder = (a: IndexAttrs) => [a.dim, a.caller ? INDEX_CALLE
 const reduceAttr: AttrEncoder = (a) => [a.dim.length, ...a.dim];
 const argAttr: AttrEncoder = (a, [x]) => [a.dim === null || x!.shape.length === 0 ? -1 : normalizeDim("arg", a.dim, x!.shape.length)];
 const REDUCE_KIND: Record<string, number> = { sum: 0, amax: 1, amin: 2 };
+/** native/kernels/quant.c's format codes. */
+const QUANT_FORMAT_CODE: Record<QuantFormat, number> = { q8_0: 0, q4_0: 1, nf4: 2, int8: 3 };
 
 /**
  * Each non-view op's attributes as numbers, keyed by registry (and fused) op name (elementwise
@@ -70,6 +73,7 @@ export const ATTR_ENCODERS: { readonly [K in OpName]?: AttrEncoder } & Record<st
   cat: dimAttr, gather: indexAttr, scatter_add: indexAttr, index_select: indexAttr, index_add: indexAttr,
   tri: (a) => [a.diagonal, a.upper ? 1 : 0],
   lora_linear: (a) => [a.scaling, a.has_bias ? 1 : 0],
+  quantized_linear: (a: QuantizedLinearAttrs) => [QUANT_FORMAT_CODE[a.format], a.transposed ? 1 : 0, a.has_bias ? 1 : 0],
   matmul: none,
   fused_elementwise: (a, _i, c) => encodeProgram(a.program, c),
   fused_reduce: (a: FusedReduceAttrs, _i, c) => {

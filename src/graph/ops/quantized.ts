@@ -1,0 +1,228 @@
+/**
+ * Quantized linear as one op: y = x · dequant(W)ᵀ (+ b), W never materialized as a dense array.
+ * A dequantize-and-multiply kernel is one more implementation of matmul (issue 12).
+ *
+ * Packed layouts (W is [N, K]: N out, K in; each row quantized independently along K):
+ * - `q8_0` (ggml block_q8_0, ggml-common.h): uint8 [N, K/32·34]; a block is an fp16 d (little
+ *   endian) then 32 int8 q; w = d·q.
+ * - `q4_0` (ggml block_q4_0): uint8 [N, K/32·18]; an fp16 d then 16 bytes, byte j holding element
+ *   j in the low nibble and element j+16 in the high one; w = d·(q − 8).
+ * - `nf4` (bitsandbytes, csrc/kernels.cu kDequantizeBlockwise: `vals[j*2] = dDequantizeNF4(qvals[j]
+ *   >> 4)`, `vals[j*2+1] = dDequantizeNF4(qvals[j] & 0x0F)`): uint8 [N, K/2], element 2i in the
+ *   high nibble and 2i+1 in the low one, float32 absmax [N·K/64] over blocks of 64 of the
+ *   flattened row-major weight; w = NF4_CODE[q]·absmax[block].
+ * - `int8` (per channel): int8 [N, K] and float32 scale [N]; w = scale[n]·q.
+ *
+ * With `transposed` the op is the adjoint: x [..., N] → [..., K] = x · dequant(W) (the gradient
+ * to x of the forward, and the forward of that gradient's gradient), so gradients flow through
+ * fused kernels in both directions (QLoRA). The quantized weight gets no gradient: it is frozen.
+ *
+ * The js reference dequantizes in float64, accumulates in float64 and rounds once to float32.
+ * Fused kernels (native, webgpu) accumulate in float32; their stated error (`QUANT_ERROR_BOUND`):
+ * |y − ref| ≤ 2^-24·|ref| + c·(K_acc/L + B)·2^-24·Σ|x_i·w_i| with the constants below, the
+ * standard bound for a recursive float32 sum of products (Higham, Accuracy and Stability of
+ * Numerical Algorithms, §3.1, γ_n = n·u/(1 − n·u)), where the sum runs in L interleaved lanes.
+ */
+import { allocData, type TensorData } from "../../tensor/storage.ts";
+import { LoomAutogradError, LoomDtypeError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
+import { defineOp, type KernelOp, type Meta } from "../op.ts";
+
+export type QuantFormat = "q8_0" | "q4_0" | "nf4" | "int8";
+
+/** Per format: elements per block, bytes per block in qweight, qweight dtype, whether a scales operand is taken. */
+export const QUANT_FORMATS: Readonly<Record<QuantFormat, { block: number; bytes: number; dtype: "uint8" | "int8"; scales: boolean }>> = {
+  q8_0: { block: 32, bytes: 34, dtype: "uint8", scales: false },
+  q4_0: { block: 32, bytes: 18, dtype: "uint8", scales: false },
+  nf4: { block: 64, bytes: 32, dtype: "uint8", scales: true },
+  int8: { block: 1, bytes: 1, dtype: "int8", scales: true },
+};
+
+/**
+ * bitsandbytes' NF4 code book (csrc/kernels.cu `dDequantizeNF4`; functional.py `get_4bit_type("nf4")`):
+ * quantiles of N(0, 1) normalized to [−1, 1], with an exact 0.
+ */
+export const NF4_CODE: readonly number[] = [
+  -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635, -0.18477343022823334,
+  -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+  0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
+].map(Math.fround);
+
+/**
+ * The fused kernels' error bound against the float64 reference: |y − ref| ≤ rtol·|ref| +
+ * (k/lanes + extra)·2^-24·Σ_k |x_k·w_k| (elementwise; Σ over the reduced dim, float64), for the
+ * native kernels (16 float32 lanes, block partials folded by one product each) and WebGPU (4 lanes
+ * per thread over its share, a tree over 64 threads). `extra` covers the block scale product, the
+ * lane fold and the final rounding, with margin.
+ */
+export const QUANT_ERROR_BOUND = { rtol: 2 ** -24, lanes: 4, extra: 16 } as const;
+
+export interface QuantizedLinearAttrs {
+  readonly format: QuantFormat;
+  /** Inputs end with a bias [N] (forward only). */
+  readonly has_bias: boolean;
+  /** The adjoint: x [..., N] → [..., K] = x · dequant(W). */
+  readonly transposed: boolean;
+}
+
+/** Bytes of one packed row of K elements. */
+export function quantRowBytes(format: QuantFormat, K: number): number {
+  const f = QUANT_FORMATS[format];
+  return (K / f.block) * f.bytes;
+}
+
+/** K and N of a packed weight, with the layout checks (typed errors naming the op and operands). */
+export function quantDims(op: string, format: QuantFormat, qweight: Meta, K: number | null): { N: number; K: number } {
+  const f = QUANT_FORMATS[format];
+  if (!f) throw new LoomShapeError(`[${op}] unknown format '${format}' (q8_0, q4_0, nf4, int8)`);
+  if (qweight.shape.length !== 2) throw new LoomShapeError(`[${op}] qweight must be 2-D [N, bytes per row], got ${fmtShape(qweight.shape)}`);
+  const [N, rb] = qweight.shape as [number, number];
+  if (K === null) {
+    // transposed: K comes from the row length
+    if (rb % f.bytes !== 0) throw new LoomShapeError(`[${op}] ${format} qweight ${fmtShape(qweight.shape)}: row of ${rb} bytes is not a whole number of ${f.bytes}-byte blocks (truncated block stream or another block size)`);
+    K = (rb / f.bytes) * f.block;
+  }
+  if (K % f.block !== 0) throw new LoomShapeError(`[${op}] ${format}: in_features K = ${K} is not a multiple of the block size ${f.block}`);
+  if (rb !== quantRowBytes(format, K)) {
+    throw new LoomShapeError(`[${op}] ${format} qweight ${fmtShape(qweight.shape)} does not fit K = ${K}: expected [N, ${quantRowBytes(format, K)}] (${K / f.block} blocks of ${f.bytes} bytes per row; a block-size mismatch or a truncated block stream)`);
+  }
+  return { N, K };
+}
+
+/** Operand positions: [x, qweight, scales?, bias?]. */
+function parts(ins: readonly Meta[], a: QuantizedLinearAttrs): { x: Meta; qw: Meta; scales: Meta | null; bias: Meta | null } {
+  const s = QUANT_FORMATS[a.format]?.scales ? 1 : 0;
+  return { x: ins[0]!, qw: ins[1]!, scales: s ? ins[2]! : null, bias: a.has_bias ? ins[2 + s]! : null };
+}
+
+/** Expected input count for attrs. */
+function arity(a: QuantizedLinearAttrs): number {
+  return 2 + (QUANT_FORMATS[a.format]?.scales ? 1 : 0) + (a.has_bias ? 1 : 0);
+}
+
+/**
+ * Dequantize row n of W into w (float64, K values): the reference decoding, shared by the js
+ * kernel and quantized_ops' `dequantize`.
+ */
+export function dequantRow(format: QuantFormat, q: TensorData, scales: TensorData | null, n: number, K: number, w: Float64Array): void {
+  const qs = q.strides, qo = q.offset + n * qs[0]!, c = qs[1]!;
+  const qd = q.data;
+  const byte = (j: number) => qd[qo + j * c]!;
+  const half = (j: number) => f16(byte(j) | (byte(j + 1) << 8));
+  if (format === "q8_0" || format === "q4_0") {
+    const bytes = QUANT_FORMATS[format].bytes;
+    for (let b = 0; b < K / 32; b++) {
+      const o = b * bytes, d = half(o);
+      for (let j = 0; j < 32; j++) {
+        if (format === "q8_0") {
+          const v = byte(o + 2 + j);
+          w[b * 32 + j] = d * (v >= 128 ? v - 256 : v);
+        } else {
+          const v = byte(o + 2 + (j & 15));
+          w[b * 32 + j] = d * ((j < 16 ? v & 15 : v >> 4) - 8);
+        }
+      }
+    }
+  } else if (format === "nf4") {
+    const so = scales!.offset, ss = scales!.strides[0]!;
+    for (let k = 0; k < K; k++) {
+      const v = byte(k >> 1);
+      const code = NF4_CODE[(k & 1) === 0 ? v >> 4 : v & 15]!;
+      w[k] = code * scales!.data[so + Math.floor((n * K + k) / 64) * ss]!;
+    }
+  } else {
+    const sc = scales!.data[scales!.offset + n * scales!.strides[0]!]!;
+    for (let k = 0; k < K; k++) w[k] = sc * byte(k);
+  }
+}
+
+/** IEEE half bits to a number (exact). */
+export function f16(h: number): number {
+  const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, m = h & 1023;
+  if (e === 0) return s * m * 2 ** -24;
+  if (e === 31) return m ? NaN : s * Infinity;
+  return s * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+/**
+ * @param x - [..., K] float32 (transposed: [..., N]); qweight - packed [N, row bytes] uint8 (int8
+ *   for `int8`); scales - float32 absmax [N·K/64] (nf4) or scale [N] (int8); bias - float32 [N]
+ * @returns [..., N] float32 (transposed: [..., K])
+ * @throws LoomShapeError for K not a multiple of the block size, a qweight row length that does
+ *   not fit K (block-size mismatch, truncated block stream), scales/bias of the wrong length;
+ *   LoomDtypeError for x/scales/bias not float32 or qweight not the format's byte dtype
+ */
+export const quantized_linear: KernelOp<QuantizedLinearAttrs> = defineOp<QuantizedLinearAttrs, KernelOp<QuantizedLinearAttrs>>({
+  kind: "kernel", arity: "variadic", name: "quantized_linear",
+  shape: (ins, a) => {
+    const op = "quantized_linear";
+    if (ins.length !== arity(a)) throw new LoomShapeError(`[${op}] ${a.format}${a.has_bias ? " with bias" : ""} takes ${arity(a)} operands, got ${ins.length}`);
+    if (a.transposed && a.has_bias) throw new LoomShapeError(`[${op}] the transposed form takes no bias`);
+    const { x, qw, scales, bias } = parts(ins, a);
+    if (x.shape.length < 1) throw new LoomShapeError(`[${op}] x must have at least 1 dim, got ${fmtShape(x.shape)}`);
+    const last = x.shape[x.shape.length - 1]!;
+    const { N, K } = quantDims(op, a.format, qw, a.transposed ? null : last);
+    if (a.transposed && last !== N) throw new LoomShapeError(`[${op}] (transposed) x ${fmtShape(x.shape)} and qweight ${fmtShape(qw.shape)}: x's last dim ${last} != N = ${N}`);
+    const want = a.format === "nf4" ? (N * K) / 64 : N;
+    if (scales && (scales.shape.length !== 1 || scales.shape[0] !== want)) {
+      throw new LoomShapeError(`[${op}] ${a.format} scales ${fmtShape(scales.shape)} for W [${N}, ${K}]: expected [${want}] (${a.format === "nf4" ? "one absmax per 64 elements" : "one scale per output row"})`);
+    }
+    if (bias && (bias.shape.length !== 1 || bias.shape[0] !== N)) throw new LoomShapeError(`[${op}] bias ${fmtShape(bias.shape)} for W [${N}, ${K}]: expected [${N}]`);
+    return [...x.shape.slice(0, -1), a.transposed ? K : N];
+  },
+  dtype: (ins, a) => {
+    const { x, qw, scales, bias } = parts(ins, a);
+    const want = QUANT_FORMATS[a.format].dtype;
+    const bad = x.dtype !== "float32" || qw.dtype !== want || (scales && scales.dtype !== "float32") || (bias && bias.dtype !== "float32");
+    if (bad) {
+      throw new LoomDtypeError(`[quantized_linear] ${a.format}: x ${x.dtype}, qweight ${qw.dtype}${scales ? `, scales ${scales.dtype}` : ""}${bias ? `, bias ${bias.dtype}` : ""}; expected x float32, qweight ${want}${scales ? ", scales float32" : ""}${bias ? ", bias float32" : ""}`);
+    }
+    return "float32";
+  },
+  ref: (ins, a, out) => {
+    const x = ins[0]!, qw = ins[1]!;
+    const s = QUANT_FORMATS[a.format].scales ? ins[2]! : null;
+    const b = a.has_bias ? ins[ins.length - 1]! : null;
+    const f = QUANT_FORMATS[a.format];
+    const N = qw.shape[0]!, K = (qw.shape[1]! / f.bytes) * f.block;
+    const kin = a.transposed ? N : K, kout = a.transposed ? K : N;
+    const M = out.data.length / Math.max(kout, 1) || 0;
+    // x as M dense rows of kin (out is dense; x may be any view)
+    const xs = allocData("float64", [M, kin]);
+    const idx = new Array<number>(x.shape.length).fill(0);
+    for (let i = 0; i < M * kin; i++) {
+      let off = x.offset;
+      for (let d = 0; d < idx.length; d++) off += idx[d]! * x.strides[d]!;
+      xs.data[i] = x.data[off]!;
+      for (let d = idx.length - 1; d >= 0; d--) { if (++idx[d]! < x.shape[d]!) break; idx[d] = 0; }
+    }
+    const acc = new Float64Array(M * kout);
+    const w = new Float64Array(K);
+    for (let n = 0; n < N; n++) {
+      dequantRow(a.format, qw, s, n, K, w);
+      for (let m = 0; m < M; m++) {
+        if (a.transposed) {
+          const g = xs.data[m * N + n]!;
+          for (let k = 0; k < K; k++) acc[m * K + k] += g * w[k]!;
+        } else {
+          let t = 0;
+          for (let k = 0; k < K; k++) t += xs.data[m * K + k]! * w[k]!;
+          acc[m * N + n] = t + (b ? b.data[b.offset + n * b.strides[0]!]! : 0);
+        }
+      }
+    }
+    for (let i = 0; i < acc.length; i++) out.data[i] = acc[i]!;
+  },
+  grad: (g, ins, _out, a, needs) => {
+    const s = QUANT_FORMATS[a.format].scales ? 1 : 0;
+    if (needs[1] || (s && needs[2])) {
+      throw new LoomAutogradError(`[quantized_linear] no gradient to the quantized weight${s ? " or its scales" : ""} (${a.format}): it is frozen; train an adapter on it (QLoRA) or dequantize it first`);
+    }
+    const qw = ins[1]!;
+    const w = ins.slice(1, 2 + s); // [qweight, scales?]
+    const gx = needs[0] ? g._apply(quantized_linear, w, { format: a.format, has_bias: false, transposed: !a.transposed }) : null;
+    const N = qw.shape[0]!;
+    const gb = a.has_bias && needs[2 + s] ? g.reshape([-1, N]).sum(0) : null;
+    return a.has_bias ? [gx, null, ...(s ? [null] : []), gb] : [gx, null, ...(s ? [null] : [])];
+  },
+  describe: (a) => `${a.format}${a.has_bias ? " bias" : ""}${a.transposed ? " transposed" : ""}`,
+});
