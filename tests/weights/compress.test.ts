@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { nn } from "../../src/index.ts";
 import { with_execution_mode } from "../../src/nn/execution.ts";
-import { CompressedLinear, matches_target, type CompressMethod } from "../../src/weights/index.ts";
+import { CompressedLinear, load_weights, matches_target, memory_usage, save_weights, type CompressMethod } from "../../src/weights/index.ts";
 import { loadLapack } from "../../src/backends/native/lapack.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
 import { thrown } from "../thrown.ts";
@@ -93,6 +93,26 @@ describe.each(BACKENDS)("loom.compress on %s", (backend) => {
     const got = vals(model.proj.call(h));
     got.forEach((v, i) => expect(Math.abs(v - want[i]!)).toBeLessThanOrEqual(1e-5));
   });
+});
+
+describe("compressed models save, load and account memory", () => {
+  for (const { method, opts } of METHODS) {
+    test(`${method}: save_weights/load_weights round-trips every node; memory_usage agrees with the report`, () => {
+      const model = new MLP();
+      const report = loom.compress(model, { method, ...opts });
+      const back = load_weights(save_weights(model));
+      expect(Object.keys(back)).toEqual(["fc1.weight", "fc2.weight", "proj.weight"]);
+      for (const l of report.layers) {
+        const node = (model.get_submodule(l.name) as CompressedLinear).weight;
+        const b = back[`${l.name}.weight`]!;
+        expect(b.kind).toBe(node.kind);
+        expect(b.nbytes()).toBe(l.bytes_after);
+        expect(vals(b.materialize())).toEqual(vals(node.materialize()));
+      }
+      const mu = memory_usage(model);
+      for (const l of report.layers) expect(mu.weights.find((w) => w.name === `${l.name}.weight`)).toMatchObject({ nbytes: l.bytes_after, dense_nbytes: l.bytes_before });
+    });
+  }
 });
 
 describe("loom.compress targets and errors", () => {
