@@ -139,10 +139,17 @@ export class Sparse extends WeightNode {
     const [N, K] = e.shape as [number, number];
     const v = e.contiguous().dataSync(); // float64 copies of the float32 values
     const drop = roundHalfEven(sparsity * N * K);
-    // ascending |w|, ties by flat index: the first `drop` are pruned
-    const order = Int32Array.from({ length: N * K }, (_, i) => i).sort((a, b) => Math.abs(v[a]!) - Math.abs(v[b]!) || a - b);
+    // the first `drop` entries in ascending |w| (NaN as the largest), ties by flat index: every
+    // |w| below the drop-th smallest magnitude t, then the lowest-index entries equal to t
+    const mag = new Float64Array(N * K);
+    for (let i = 0; i < mag.length; i++) mag[i] = Number.isNaN(v[i]!) ? Infinity : Math.abs(v[i]!);
     const keep = new Uint8Array(N * K).fill(1);
-    for (let i = 0; i < drop; i++) keep[order[i]!] = 0;
+    if (drop > 0) {
+      const t = Float64Array.from(mag).sort()[drop - 1]!; // numeric typed-array sort
+      let left = drop;
+      for (let i = 0; i < mag.length; i++) if (mag[i]! < t) { keep[i] = 0; left--; }
+      for (let i = 0; i < mag.length && left > 0; i++) if (mag[i] === t) { keep[i] = 0; left--; }
+    }
     const nnz = N * K - drop;
     const rows = new Int32Array(nnz), cols = new Int32Array(nnz), vals = new Float32Array(nnz);
     const crow = new Int32Array(N + 1);

@@ -95,6 +95,18 @@ describe("Sparse graph and errors", () => {
       expect(back.materialize().tolist()).toEqual(node.materialize().tolist());
     }
   });
+  test("ties go lower flat index first; the count rounds half to even as Python's round", () => {
+    // |w| = [1, 1, 1, 2, .5, .5], sparsity 0.5: drop round(3) = 3 -> both .5s, then the first 1 (index 0)
+    const a = Sparse.prune(loom.tensor([[1, -1, 1], [2, 0.5, -0.5]], { dtype: "float32" }), 0.5);
+    expect(a.materialize().tolist()).toEqual([[0, -1, 1], [2, 0, 0]]);
+    // 5 entries at 0.5: round(2.5) = 2 (even) -> the two 1s go, 3 entries stay
+    const b = Sparse.prune(loom.tensor([[3, 1, 2, 1, 5]], { dtype: "float32" }), 0.5);
+    expect(b.nnz).toBe(3);
+    expect(vals(b.values)).toEqual([3, 2, 5]);
+    // NaN counts as the largest magnitude: kept
+    const c = Sparse.prune(loom.tensor([[NaN, 1, 2]], { dtype: "float32" }), 0.6);
+    expect(vals(c.values)).toEqual([NaN]);
+  });
   test("a sparsity outside [0, 1) names the tensor and the value", () => {
     for (const s of [-0.1, 1, 1.5, NaN]) {
       const e = thrown(() => Sparse.prune(fromArr(golden.W), s, { name: "h.3.attn.c_proj" }));
