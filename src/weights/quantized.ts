@@ -19,19 +19,22 @@ function raw(dtype: "uint8" | "int8" | "float32", shape: readonly number[], data
   return new Tensor({ dtype, shape: [...shape], strides: contiguousStrides(shape), offset: 0, data });
 }
 
-let tables: { pow2: Tensor; nf4: Tensor } | null = null;
+const tables = new Map<string, { pow2: Tensor; nf4: Tensor }>();
 /**
- * Constant tables: pow2[e] = the weight of one fp16 mantissa unit at biased exponent e
- * (2^-24 for e = 0 and 1, 2^(e-25) up to 30; e = 31 is handled apart), and the NF4 code book.
+ * Constant tables on `device`: pow2[e] = the weight of one fp16 mantissa unit at biased exponent
+ * e (2^-24 for e = 0 and 1, 2^(e-25) up to 30; e = 31 is handled apart), and the NF4 code book.
  */
-function consts(): { pow2: Tensor; nf4: Tensor } {
-  if (!tables) {
+function consts(device: string): { pow2: Tensor; nf4: Tensor } {
+  let t = tables.get(device);
+  if (!t) {
     const p = new Float32Array(32);
     for (let e = 0; e < 31; e++) p[e] = 2 ** (Math.max(e, 1) - 25);
     p[31] = Infinity;
-    tables = { pow2: raw("float32", [32], p), nf4: raw("float32", [16], NF4_CODE) };
+    t = { pow2: raw("float32", [32], p), nf4: raw("float32", [16], NF4_CODE) };
+    if (device !== "cpu") t = { pow2: t.pow2.to(device), nf4: t.nf4.to(device) };
+    tables.set(device, t);
   }
-  return tables;
+  return t;
 }
 
 /**
@@ -121,7 +124,7 @@ export class Quantized extends WeightNode {
   decompose<S extends TensorOps<S>>(like: S): S {
     const [N, K] = this.shape as [number, number];
     const q = this.piece_as(this.qweight, like).float();
-    const c = consts();
+    const c = consts(this.qweight.device);
     switch (this.format) {
       case "q8_0":
       case "q4_0": {

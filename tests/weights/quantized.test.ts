@@ -9,7 +9,7 @@ import { linear as F_linear } from "../../src/lazy/functional.ts";
 import { Tensor } from "../../src/lazy/tensor.ts";
 import { LoomFormatError, LoomShapeError, LoomValueError } from "../../src/tensor/errors.ts";
 import { WeightCache, Quantized, type QuantFormat } from "../../src/weights/index.ts";
-import { BACKENDS, useBackend } from "../backends.ts";
+import { BACKENDS, WEBGPU, useBackend } from "../backends.ts";
 import goldens from "./quant_goldens.json";
 
 interface Golden { qweight: number[]; scales: number[] | null; dequant_bits: number[] }
@@ -83,6 +83,25 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe.if(WEBGPU)("Quantized on webgpu", () => {
+  test("pieces on the device: decompose is bit-exact, the fused linear matches it", () => {
+    const c = CASES[1]!;
+    const w = tensor(new Float32Array(c.input)).reshape(c.shape);
+    for (const fmt of FORMATS) {
+      const cpu = Quantized.quantize(w, fmt, c.name);
+      const q = new Quantized(fmt, c.shape, cpu.qweight.to("webgpu"), cpu.scales ? cpu.scales.to("webgpu") : null);
+      const d = q.materialize(new WeightCache(0));
+      expect(String(d.device)).toBe("webgpu");
+      expect(bits(d)).toEqual(c.formats[fmt].dequant_bits);
+      const x = tensor(Float32Array.from({ length: 2 * c.shape[1]! }, (_, i) => Math.cos(i))).reshape([2, c.shape[1]!]);
+      const want = F_linear(x, d.to("cpu")).dataSync();
+      const got = q.linear(x.to("webgpu")).dataSync();
+      const mag = F_linear(x.abs(), d.to("cpu").abs()).dataSync();
+      for (let i = 0; i < want.length; i++) expect(Math.abs(got[i]! - want[i]!)).toBeLessThanOrEqual(1e-6 * (mag[i]! + 1));
+    }
+  }, 60_000);
+});
 
 describe("bad input", () => {
   test("block-size mismatch, non-finite values, wrong pieces", () => {
