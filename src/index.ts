@@ -18,6 +18,7 @@ export { quantized_linear, NF4_CODE, QUANT_ERROR_BOUND, QUANT_FORMATS, type Quan
 export { slice, type IndexItem, type IndexList, type IndexTensor, type Slice } from "./lazy/indexing.ts";
 export { gradcheck, type GradcheckOptions, type GradcheckFailure } from "./lazy/gradcheck.ts";
 export * as autograd from "./lazy/autograd_api.ts";
+export * as linalg from "./lazy/linalg.ts";
 export { no_grad, enable_grad, inference_mode, is_grad_enabled, set_grad_enabled, GradModeGuard } from "./autograd/grad_mode.ts";
 export { manual_seed, Generator, default_generator } from "./tensor/rng.ts";
 export { promoteTypes as promote_types, type DType } from "./tensor/dtype.ts";
@@ -43,6 +44,7 @@ export { autocast, is_autocast_enabled, get_autocast_dtype } from "./lazy/autoca
 export * as data from "./data/index.ts";
 export * as lora from "./lora/index.ts";
 export * as weights from "./weights/index.ts";
+export { compress, type CompressOptions, type CompressReport } from "./weights/compress.ts";
 export * as models from "./models/index.ts";
 export * as tokenizers from "./tokenizers/index.ts";
 export { AutoTokenizer } from "./tokenizers/auto.ts";

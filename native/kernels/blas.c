@@ -38,6 +38,8 @@ static _Thread_local int omp_single;
 static int blas_state = -1;
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static char blas_name[256];
+/* the loaded library's handle (LAPACK symbols are looked up in it: kernels/lapack.c) */
+static void *blas_handle;
 
 static int blas_open(void);
 static void blas_load(void) { __atomic_store_n(&blas_state, blas_open(), __ATOMIC_RELEASE); }
@@ -76,6 +78,7 @@ static int blas_open(void) {
     if (!p_sgemm || !p_dgemm) { dlclose(h); continue; }
     if (set_threads) set_threads(1);
     p_omp_set_num_threads = (void (*)(int))dlsym(h, "omp_set_num_threads"); /* OpenMP build only */
+    blas_handle = h;
     snprintf(blas_name, sizeof blas_name, "%s (OPENBLAS_CORETYPE=%s)", cands[i], ct ? ct : "auto");
     return 1;
   }
@@ -100,6 +103,11 @@ int loom_blas_available(void) {
 const char *loom_blas_name(void) {
   loom_blas_available();
   return blas_name;
+}
+
+/** A symbol of the loaded BLAS library (its LAPACK routines: sgesdd_), NULL when none is loaded. */
+void *loom_blas_symbol(const char *name) {
+  return loom_blas_available() == 1 ? dlsym(blas_handle, name) : NULL;
 }
 
 /* ---- built-in blocked GEMM -------------------------------------------------------------------- */

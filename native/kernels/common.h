@@ -219,7 +219,7 @@ enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T
   X(sum, k_reduce) X(amax, k_reduce) X(amin, k_reduce) X(argmax, k_arg) X(argmin, k_arg) \
   X(cumsum, k_cumsum) X(slice_backward, k_slice_backward) X(cat, k_cat) X(matmul, k_matmul) \
   X(gather, k_gather) X(scatter_add, k_scatter_add) X(index_select, k_index_select) \
-  X(index_add, k_index_add) X(tri, k_tri) X(lora_linear, k_lora_linear) \
+  X(index_add, k_index_add) X(tri, k_tri) X(lora_linear, k_lora_linear) X(spmm, k_spmm) \
   X(fused_elementwise, k_fused_elementwise) X(fused_reduce, k_fused_reduce) X(fused_matmul, k_fused_matmul) \
   X(fused_softmax, k_fused_softmax) X(fused_layer_norm, k_fused_norm) X(fused_rms_norm, k_fused_norm) \
   X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention) \
@@ -249,6 +249,8 @@ int k_arg(const loom_instr *I);
 int k_cumsum(const loom_instr *I);
 int k_matmul(const loom_instr *I);
 int k_lora_linear(const loom_instr *I);
+/** sparse.c: CSR weight × dense input (registry spmm). */
+int k_spmm(const loom_instr *I);
 /** quant.c: dequantize-matmul over packed Q8_0/Q4_0/NF4/int8 weights (src/graph/ops/quantized.ts). */
 int k_quantized_linear(const loom_instr *I);
 int k_gather(const loom_instr *I);

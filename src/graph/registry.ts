@@ -9,6 +9,7 @@ import * as mv from "./ops/movement.ts";
 import * as qz from "./ops/quantized.ts";
 import * as rd from "./ops/reduce.ts";
 import * as so from "./ops/sort.ts";
+import * as sp from "./ops/spmm.ts";
 import * as fu from "./passes/fused_ops.ts";
 import type { OpDef } from "./op.ts";
 
@@ -32,6 +33,8 @@ export const OPS = {
   index_select: la.index_select, index_add: la.index_add, tri: la.tri,
   // sorting (sort/topk/kthvalue are argsort + gather on the surface)
   argsort: so.argsort,
+  // sparse (CSR) weight times dense input (src/weights/sparse.ts)
+  spmm: sp.spmm,
   // fused ops whose decomposition is their reference
   lora_linear: lora.lora_linear,
   // dequantize-and-multiply, the weight never dense (issue 12)

@@ -16,8 +16,9 @@
  */
 import type { DType } from "../tensor/dtype.ts";
 import { isFloating, promoteWithScalar } from "../tensor/dtype.ts";
-import { LoomDtypeError, LoomValueError } from "../tensor/errors.ts";
+import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { scalarData } from "../tensor/storage.ts";
+import { matrix_norm } from "./linalg.ts";
 import { bindArgs, type PyArgs } from "./py_args.ts";
 import { TensorOps, type DimArg, type Scalar } from "./surface.ts";
 
@@ -262,16 +263,24 @@ export function cumsum<S extends TensorOps<S>>(input: S, ...args: PyArgs<[dim: n
 }
 
 /** Keyword arguments of norm. */
-export interface NormKw { p?: number | "fro"; dim?: DimArg; keepdim?: boolean; dtype?: DType }
+export interface NormKw { p?: number | "fro" | "nuc"; dim?: DimArg; keepdim?: boolean; dtype?: DType }
 /**
  * Vector p-norm over `dim`, all elements when omitted (torch.norm(input, p="fro", dim=None,
- * keepdim=False, dtype=None)). "fro" is the 2-norm over the reduced dims; `dtype` casts first.
- * @throws LoomValueError for another string p ("nuc" needs a matrix decomposition)
+ * keepdim=False, dtype=None)). "fro" is the 2-norm over the reduced dims; "nuc" the nuclear norm
+ * (sum of singular values, linalg.ts) of a 2-D input or over two `dim`s; `dtype` casts first.
+ * @throws LoomValueError for another string p; LoomShapeError for "nuc" without a matrix
  */
-export function norm<S extends TensorOps<S>>(input: S, ...args: PyArgs<[p: number | "fro", dim: DimArg, keepdim: boolean], NormKw>): S {
+export function norm<S extends TensorOps<S>>(input: S, ...args: PyArgs<[p: number | "fro" | "nuc", dim: DimArg, keepdim: boolean], NormKw>): S {
   const a = bindArgs("norm", ["p", "dim", "keepdim"], args, ["dtype"]) as NormKw;
   const p = a.p ?? "fro";
-  if (typeof p === "string" && p !== "fro") throw new LoomValueError(`[norm] p='${p}' is not supported; use a number or 'fro'`);
+  if (typeof p === "string" && p !== "fro" && p !== "nuc") throw new LoomValueError(`[norm] p='${p}' is not supported; use a number, 'fro' or 'nuc'`);
   const x = a.dtype ? input.to(a.dtype) : input;
+  if (p === "nuc") {
+    const dims = a.dim === undefined || a.dim === null ? (x.ndim === 2 ? [0, 1] : null) : typeof a.dim === "number" ? null : [...a.dim];
+    if (dims === null || dims.length !== 2) {
+      throw new LoomShapeError(`[norm] p='nuc' needs a 2-D input or two dims, got input ${fmtShape(x.shape)} and dim ${JSON.stringify(a.dim ?? null)}`);
+    }
+    return matrix_norm(x, "nuc", { dim: [dims[0]!, dims[1]!], keepdim: a.keepdim ?? false });
+  }
   return x.norm(p === "fro" ? 2 : p, a.dim, a.keepdim ?? false);
 }

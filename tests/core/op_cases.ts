@@ -157,6 +157,8 @@ export const OP_CASES: OpCase[] = [
   { name: "sdpa_float_mask_scale", inputs: () => [rnd([3, 4]), rnd([5, 4]), rnd([5, 3]), rnd([3, 5])], fn: (q, k, v, m) => loom.scaled_dot_product_attention(q, k, v, { attn_mask: m, scale: 0.3 }) },
   { name: "lora_linear", inputs: () => [rnd([2, 3, 4]), rnd([5, 4]), rnd([2, 4]), rnd([5, 2]), rnd([5])], fn: (x, W, A, B, b) => loom.lora_linear(x, W, A, B, 2, b), second: true },
   { name: "lora_linear_no_bias_strided", inputs: () => [rnd([3, 4]), rnd([4, 5]), rnd([2, 4]), rnd([5, 2])], fn: (x, Wt, A, B) => loom.lora_linear(x, Wt.t(), A, B, 0.5) },
+  // W [3, 4] in CSR: rows 0 and 2 hold 2 and 1 non-zeros, row 1 none
+  { name: "spmm_csr", inputs: () => [rnd([2, 3, 4]), idx([0, 2, 2, 3]), idx([0, 3, 1]), rnd([3]), idx([0, 0, 2])], fn: (x, crow, col, v, row) => x._apply(loom.OPS.spmm, [crow, col, v, row], {}), second: true },
   // packed Q4_0 W [3, 64] (fixed bytes; fp16 d = 2^-6 in every block); the op is float32 and
   // linear in x and b, so a large step keeps float32 rounding out of the finite differences
   { name: "quantized_linear", inputs: () => [rnd([2, 64]), rnd([3])], fn: (x, b) => loom.quantized_linear(x.to("float32"), Q4_0_W, { format: "q4_0", bias: b.to("float32") }), eps: 0.25, second: true },

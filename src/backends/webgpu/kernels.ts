@@ -24,6 +24,7 @@ import { launchGemm, launchMatmul } from "./matmul.ts";
 import { launchQuantizedLinear } from "./quantized.ts";
 import { ERR_WGSL, PARAMS_WGSL } from "./queue.ts";
 import { launchArg, launchCumsum, unravel } from "./reduce.ts";
+import { launchSpmm } from "./spmm.ts";
 
 /** A kernel launcher: inputs are operand views, `out` a fresh dense output. */
 export type Launch = (ctx: Ctx, ins: readonly View[], attrs: any, out: View) => void;
@@ -293,7 +294,7 @@ const atLeast1d = (launch: Launch): Launch => (ctx, ins, a, out) => launch(ctx, 
 
 /** Every kernel op of the registry, on the GPU. */
 export const KERNELS = {
-  matmul, gather: atLeast1d(gather), scatter_add: atLeast1d(scatter_add), index_select: atLeast1d(index_select), index_add: atLeast1d(index_add), tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum, argsort,
+  matmul, gather: atLeast1d(gather), scatter_add: atLeast1d(scatter_add), index_select: atLeast1d(index_select), index_add: atLeast1d(index_add), tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum, argsort, spmm: launchSpmm,
   quantized_linear: launchQuantizedLinear,
 } satisfies Record<OpsOfKind<"kernel">, Launch>;
 
