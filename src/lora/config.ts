@@ -207,8 +207,8 @@ const SHARED_ESCAPES = new Set("dDwWsSbBnrtfvxu");
  * escape that Python would read differently.
  * @throws LoomValueError naming the field and the pattern
  */
-function checkRegex(field: string, pattern: string, wrap: (p: string) => string): RegExp {
-  const bad = (why: string) => new LoomValueError(`[LoraConfig] ${field} ${JSON.stringify(pattern)} ${why}`);
+function checkRegex(field: string, pattern: string, wrap: (p: string) => string, tag = "LoraConfig"): RegExp {
+  const bad = (why: string) => new LoomValueError(`[${tag}] ${field} ${JSON.stringify(pattern)} ${why}`);
   for (let i = 0; i < pattern.length; i++) {
     if (pattern[i] !== "\\") continue;
     const c = pattern[++i] ?? "";
@@ -225,8 +225,20 @@ function checkRegex(field: string, pattern: string, wrap: (p: string) => string)
 }
 
 // re.fullmatch(target_modules, key)
-function targetRegex(pattern: string): RegExp {
-  return checkRegex("target_modules", pattern, (p) => `^(?:${p})$`);
+function targetRegex(pattern: string, tag?: string): RegExp {
+  return checkRegex("target_modules", pattern, (p) => `^(?:${p})$`, tag);
+}
+
+/**
+ * PEFT's target_modules rule alone (no layers_to_transform): a string is a regular expression
+ * that must match the whole dotted path; a list matches a path equal to an entry or ending in
+ * "." + entry. Shared by LoRA injection and loom.compress.
+ * @param tag - the op named in errors (a regular expression Python and JavaScript read differently)
+ * @throws LoomValueError for such a regular expression
+ */
+export function matches_target_modules(key: string, target_modules: readonly string[] | string, tag?: string): boolean {
+  if (typeof target_modules === "string") return targetRegex(target_modules, tag).test(key);
+  return target_modules.includes(key) || target_modules.some((t) => key.endsWith(`.${t}`));
 }
 
 // PEFT get_pattern_key: re.match(rf"(.*\.)?{p}$", key)
@@ -248,9 +260,8 @@ function escapeRe(s: string): string {
  * the block index after the layers_pattern name (e.g. "h.3.") must also be listed.
  */
 export function check_target_module_exists(config: LoraConfig, key: string, target_modules: string[] | string = config.target_modules ?? []): boolean {
-  if (typeof target_modules === "string") return targetRegex(target_modules).test(key);
-  const found = target_modules.includes(key) || target_modules.some((t) => key.endsWith(`.${t}`));
-  if (!found || config.layers_to_transform === null) return found;
+  const found = matches_target_modules(key, target_modules);
+  if (typeof target_modules === "string" || !found || config.layers_to_transform === null) return found;
   const wanted = typeof config.layers_to_transform === "number" ? [config.layers_to_transform] : config.layers_to_transform;
   const patterns = config.layers_pattern === null ? null : typeof config.layers_pattern === "string" ? [config.layers_pattern] : config.layers_pattern;
   let m: RegExpMatchArray | null = null;

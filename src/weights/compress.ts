@@ -20,6 +20,7 @@
  */
 import { no_grad } from "../autograd/grad_mode.ts";
 import type { Tensor } from "../lazy/tensor.ts";
+import { matches_target_modules } from "../lora/config.ts";
 import { Conv1D } from "../nn/conv1d.ts";
 import { Linear } from "../nn/linear.ts";
 import type { Module } from "../nn/module.ts";
@@ -89,18 +90,9 @@ export interface CompressReport {
   loss_after: number | null;
 }
 
-/** PEFT check_target_module_exists for a string (full regex match) or a list (equal or "." + entry suffix). */
+/** PEFT's target_modules rule (src/lora/config.ts): a string is a full regex match, a list an equal or "." + entry suffix. */
 export function matches_target(key: string, target_modules: string | readonly string[]): boolean {
-  if (typeof target_modules === "string") {
-    let re: RegExp;
-    try {
-      re = new RegExp(`^(?:${target_modules})$`);
-    } catch (e) {
-      throw new LoomValueError(`[compress] target_modules ${JSON.stringify(target_modules)} is not a valid regular expression: ${(e as Error).message}`);
-    }
-    return re.test(key);
-  }
-  return target_modules.includes(key) || target_modules.some((t) => key.endsWith(`.${t}`));
+  return matches_target_modules(key, target_modules, "compress");
 }
 
 /** Build the node of one weight [N, K] for the options. */
