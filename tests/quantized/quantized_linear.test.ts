@@ -100,6 +100,26 @@ describe.each(BACKENDS)("quantized_linear on %s", (backend) => {
     });
   }
 
+  for (const format of FORMATS) {
+    test(`${format}: M = 20 (panel paths): gradient to x = float64 g·dequant(W); strided x forward`, () => {
+      const K = KS[format][0]!, N = 23, M = 20;
+      const p = randomPacked(format, N, K, 13);
+      const W = dense(p);
+      const { qweight, scales } = operands(p);
+      const xs = randomX(M, K, 1), gs = randomX(M, N, 2);
+      const x = loom.tensor(xs).reshape([M, K]).requires_grad_(true);
+      quantized_linear(x, qweight, { format, scales }).mul(loom.tensor(gs).reshape([M, N])).sum().backward();
+      const t = reference(gs, M, W, N, K, null, true);
+      expect(outOfBound(x.grad!.dataSync(), t.ref, t.S, N, exact)).toEqual([]);
+      // x as the transpose of a [K, M] tensor (strides [1, M]), eager and lazy
+      const xt = Float32Array.from({ length: M * K }, (_, i) => xs[(i % M) * K + Math.floor(i / M)]!); // [K, M] = xsᵀ
+      const xv = loom.tensor(xt).reshape([K, M]).transpose(0, 1);
+      const { ref, S } = reference(xs, M, W, N, K, null);
+      expect(outOfBound(quantized_linear(xv, qweight, { format, scales }).dataSync(), ref, S, K, exact)).toEqual([]);
+      expect(outOfBound(quantized_linear(xv.lazy(), qweight, { format, scales }).eval().dataSync(), ref, S, K, exact)).toEqual([]);
+    });
+  }
+
   test("the bias gradient is Σ over rows of g", () => {
     const p = randomPacked("q4_0", 5, 64, 2);
     const { qweight } = operands(p);
@@ -156,5 +176,8 @@ describe("quantized_linear errors name the op, shapes and dtypes", () => {
     const s = loom.ones([4]).requires_grad_(true);
     expect(() => quantized_linear(loom.ones([2, 64]), loom.zeros([4, 64], { dtype: "int8" }), { format: "int8", scales: s }))
       .toThrow(loom.LoomAutogradError);
+    // the op applied directly (past the function's check): backward asks the rule, which refuses
+    const y = loom.ones([2, 64])._apply(loom.OPS.quantized_linear, [loom.zeros([4, 64], { dtype: "int8" }), s], { format: "int8", has_bias: false, transposed: false });
+    expect(() => y.sum().backward()).toThrow(/\[quantized_linear\] no gradient to the quantized weight or its scales \(int8\): it is frozen/);
   });
 });
