@@ -120,6 +120,15 @@ describe.each(BACKENDS)("quantized_linear on %s", (backend) => {
     });
   }
 
+  test("under autocast a bfloat16 x is cast to float32 (the kernels' dtype); the output is float32", () => {
+    const p = randomPacked("q8_0", 3, 32, 5);
+    const { qweight } = operands(p);
+    const xs = randomX(1, 32, 3).map((v) => Math.round(v * 4) / 4); // exact in bfloat16
+    const y = loom.autocast({ device_type: "cpu" }, () => quantized_linear(loom.tensor(xs).to("bfloat16"), qweight, { format: "q8_0" }));
+    expect(y.dtype).toBe("float32");
+    expect(Array.from(y.dataSync())).toEqual(Array.from(quantized_linear(loom.tensor(xs), qweight, { format: "q8_0" }).dataSync()));
+  });
+
   test("the bias gradient is Σ over rows of g", () => {
     const p = randomPacked("q4_0", 5, 64, 2);
     const { qweight } = operands(p);
