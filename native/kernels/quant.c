@@ -12,7 +12,7 @@
  * split never changes an element's order), so eager and lazy runs agree bit for bit.
  *
  * attrs: [format (0 q8_0, 1 q4_0, 2 nf4, 3 int8), transposed, has_bias]
- * inputs: x float32 [..., kin], qweight uint8/int8 [N, row bytes], scales float32 (nf4, int8), bias float32 [N]
+ * inputs: x float32 [..., kin], qweight uint8/int8 [N, row bytes] or int32 words [N, row bytes / 4], scales float32 (nf4, int8), bias float32 [N]
  */
 #include "common.h"
 #if defined(__AVX512F__) || defined(__F16C__)
@@ -280,7 +280,7 @@ int k_quantized_linear(const loom_instr *I) {
   int has_scales = C.fmt == QF_NF4 || C.fmt == QF_INT8;
   static const int BLOCK[4] = {32, 32, 64, 1}, BYTES[4] = {34, 18, 32, 1};
   C.N = qw->shape[0];
-  C.rb = qw->shape[1];
+  C.rb = qw->shape[1] * (qw->dt == DT_I32 ? 4 : 1); /* int32 words: the same bytes, little endian */
   C.K = C.rb / BYTES[C.fmt] * BLOCK[C.fmt];
   int64_t kin = transposed ? C.N : C.K, kout = transposed ? C.K : C.N;
   int64_t total = t_numel(o);

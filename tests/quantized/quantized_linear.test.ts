@@ -129,6 +129,26 @@ describe.each(BACKENDS)("quantized_linear on %s", (backend) => {
     expect(Array.from(y.dataSync())).toEqual(Array.from(quantized_linear(loom.tensor(xs), qweight, { format: "q8_0" }).dataSync()));
   });
 
+  test("qweight as int32 words (packed_words) gives the same bits as the bytes, every format", () => {
+    for (const format of FORMATS) {
+      const K = 128, N = 7;
+      const p = randomPacked(format, N, K, 17);
+      const { qweight, scales } = operands(p);
+      const words = loom.packed_words(qweight);
+      expect(words.dtype).toBe("int32");
+      expect(words.shape).toEqual([N, qweight.shape[1]! / 4]);
+      // little endian: word 0 of row 0 holds bytes 0..3
+      const b = p.bytes;
+      expect(words.dataSync()[0]).toBe((b[0]! | (b[1]! << 8) | (b[2]! << 16) | (b[3]! << 24)));
+      const x = loom.tensor(randomX(3, K, 1)).reshape([3, K]);
+      const want = Array.from(quantized_linear(x, qweight, { format, scales }).dataSync());
+      expect(Array.from(quantized_linear(x, words, { format, scales }).dataSync())).toEqual(want);
+      expect(Array.from(quantized_linear(x.lazy(), words, { format, scales }).eval().dataSync())).toEqual(want);
+    }
+    expect(() => quantized_linear(loom.ones([1, 64]), loom.zeros([4, 16], { dtype: "int32" }), { format: "q8_0" }))
+      .toThrow(/q8_0 qweight \[4, 16\] \(int32 words\) does not fit K = 64: expected \[N, 17\]/);
+  });
+
   test("the bias gradient is Σ over rows of g", () => {
     const p = randomPacked("q4_0", 5, 64, 2);
     const { qweight } = operands(p);
@@ -174,7 +194,7 @@ describe("quantized_linear errors name the op, shapes and dtypes", () => {
   });
   test("wrong dtypes and scales", () => {
     expect(() => quantized_linear(loom.ones([2, 64], { dtype: "float64" }), qweight, { format: "q8_0" }))
-      .toThrow(new loom.LoomDtypeError("[quantized_linear] q8_0: x float64, qweight uint8; expected x float32, qweight uint8"));
+      .toThrow(new loom.LoomDtypeError("[quantized_linear] q8_0: x float64, qweight uint8; expected x float32, qweight uint8 (or int32 words)"));
     expect(() => quantized_linear(loom.ones([2, 64]), qweight.to("int8"), { format: "q8_0" })).toThrow(loom.LoomDtypeError);
     expect(() => quantized_linear(loom.ones([2, 64]), loom.zeros([4, 32], { dtype: "uint8" }), { format: "nf4" })).toThrow(loom.LoomValueError);
     expect(() => quantized_linear(loom.ones([2, 64]), loom.zeros([4, 32], { dtype: "uint8" }), { format: "nf4", scales: loom.ones([3]) }))
