@@ -7,8 +7,9 @@
  *
  * Arithmetic (the bound in quantized.ts): each decoded weight is d·q in float32 (exact for
  * Q8_0/Q4_0: an fp16 d times a small integer; one rounding for NF4 and int8, as bitsandbytes'
- * float product), products accumulate in 16 float32 lanes with fused multiply-adds, the lanes are
- * added in a tree and the bias once. Every path is a fixed function of the shapes (the thread
+ * float product), products accumulate in 2×16 float32 lanes with fused multiply-adds, the lanes
+ * are added in a tree and the bias once (the transposed kernel: one fma chain per output over n;
+ * the panel paths: sgemm's order). Every path is a fixed function of the shapes (the thread
  * split never changes an element's order), so eager and lazy runs agree bit for bit.
  *
  * attrs: [format (0 q8_0, 1 q4_0, 2 nf4, 3 int8), transposed, has_bias]
@@ -161,18 +162,20 @@ static void fwd_rows(void *vc, int64_t n0, int64_t n1) {
       int mr = (int)(C->M - m0 < MR ? C->M - m0 : MR);
       float sum[MR];
 #ifdef __AVX512F__
-      __m512 acc[MR];
-      for (int i = 0; i < MR; i++) acc[i] = _mm512_setzero_ps();
+      /* two accumulators per x row (elements 0..15 and 16..31 of each chunk): two independent
+       * fma chains instead of one, so the fma latency does not bound a row */
+      __m512 acc0[MR], acc1[MR];
+      for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = _mm512_setzero_ps();
       for (int64_t c = 0; c < full; c++) {
         __m512 w0, w1;
         decode_chunk_v(C, n, c, &w0, &w1);
         for (int i = 0; i < mr; i++) {
           const float *xr = C->x + (m0 + i) * K + c * 32;
-          acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), w0, acc[i]);
-          acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), w1, acc[i]);
+          acc0[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), w0, acc0[i]);
+          acc1[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), w1, acc1[i]);
         }
       }
-      for (int i = 0; i < mr; i++) sum[i] = _mm512_reduce_add_ps(acc[i]);
+      for (int i = 0; i < mr; i++) sum[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
 #else
       float acc[MR][16];
       memset(acc, 0, sizeof acc);
