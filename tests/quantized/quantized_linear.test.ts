@@ -11,6 +11,7 @@ import { quantized_linear as qlOp, type QuantFormat } from "../../src/graph/ops/
 import { quantized_linear } from "../../src/lazy/quantized_ops.ts";
 import { allocData, fromValues } from "../../src/tensor/storage.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
+import { nativeBackend } from "../../src/backends/native/backend.ts";
 import { dense, operands, outOfBound, randomPacked, reference, rng } from "./helpers.ts";
 
 const FORMATS: readonly QuantFormat[] = ["q8_0", "q4_0", "nf4", "int8"];
@@ -174,6 +175,18 @@ describe.each(BACKENDS)("quantized_linear on %s", (backend) => {
     // two float32 products in sequence: the first one's bound carried through |W| (loose: 1e-5 of S)
     const got = x.grad!.dataSync();
     for (let i = 0; i < ref.length; i++) expect(Math.abs(got[i]! - ref[i]!)).toBeLessThanOrEqual(1e-5 * S[i]! + 1e-6);
+  });
+});
+
+describe.if(!!nativeBackend())("quantized_linear in the native catalog", () => {
+  useBackend("native");
+  test("a lazy plan runs native.quantized_linear.exact (the fused kernel), documented with its bound", () => {
+    const impls = nativeBackend()!.implementations("quantized_linear");
+    expect(impls.map((i) => i.id)).toEqual(["native.quantized_linear.exact"]);
+    expect(impls[0]!.doc).toContain("(n + 16)·2^-24·Σ|x·w|");
+    const p = randomPacked("q4_0", 8, 64, 1);
+    const y = quantized_linear(loom.tensor(randomX(2, 64, 1)).reshape([2, 64]).lazy(), operands(p).qweight, { format: "q4_0" });
+    expect(y.plan().instructions.map((i) => i.impl)).toEqual(["native.quantized_linear.exact"]);
   });
 });
 
