@@ -14,7 +14,7 @@ export {
 export { scatter, scatter_reduce, type ScatterReduce } from "./lazy/scatter_ops.ts";
 export { argsort, kthvalue, msort, multinomial, sort, topk, type ValuesIndices } from "./lazy/sort_ops.ts";
 export { einsum } from "./lazy/einsum.ts";
-export { quantized_linear, NF4_CODE, QUANT_ERROR_BOUND, QUANT_FORMATS, type QuantFormat, type QuantizedLinearOptions } from "./lazy/quantized_ops.ts";
+export { quantized_linear, packed_words, NF4_CODE, QUANT_ERROR_BOUND, QUANT_FORMATS, type QuantFormat, type QuantizedLinearOptions } from "./lazy/quantized_ops.ts";
 export { slice, type IndexItem, type IndexList, type IndexTensor, type Slice } from "./lazy/indexing.ts";
 export { gradcheck, type GradcheckOptions, type GradcheckFailure } from "./lazy/gradcheck.ts";
 export * as autograd from "./lazy/autograd_api.ts";

@@ -7,12 +7,13 @@
  *
  * Arithmetic (the bound in quantized.ts): each decoded weight is d·q in float32 (exact for
  * Q8_0/Q4_0: an fp16 d times a small integer; one rounding for NF4 and int8, as bitsandbytes'
- * float product), products accumulate in 16 float32 lanes with fused multiply-adds, the lanes are
- * added in a tree and the bias once. Every path is a fixed function of the shapes (the thread
+ * float product), products accumulate in 2×16 float32 lanes with fused multiply-adds, the lanes
+ * are added in a tree and the bias once (the transposed kernel: one fma chain per output over n;
+ * the panel paths: sgemm's order). Every path is a fixed function of the shapes (the thread
  * split never changes an element's order), so eager and lazy runs agree bit for bit.
  *
  * attrs: [format (0 q8_0, 1 q4_0, 2 nf4, 3 int8), transposed, has_bias]
- * inputs: x float32 [..., kin], qweight uint8/int8 [N, row bytes], scales float32 (nf4, int8), bias float32 [N]
+ * inputs: x float32 [..., kin], qweight uint8/int8 [N, row bytes] or int32 words [N, row bytes / 4], scales float32 (nf4, int8), bias float32 [N]
  */
 #include "common.h"
 #if defined(__AVX512F__) || defined(__F16C__)
@@ -161,18 +162,20 @@ static void fwd_rows(void *vc, int64_t n0, int64_t n1) {
       int mr = (int)(C->M - m0 < MR ? C->M - m0 : MR);
       float sum[MR];
 #ifdef __AVX512F__
-      __m512 acc[MR];
-      for (int i = 0; i < MR; i++) acc[i] = _mm512_setzero_ps();
+      /* two accumulators per x row (elements 0..15 and 16..31 of each chunk): two independent
+       * fma chains instead of one, so the fma latency does not bound a row */
+      __m512 acc0[MR], acc1[MR];
+      for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = _mm512_setzero_ps();
       for (int64_t c = 0; c < full; c++) {
         __m512 w0, w1;
         decode_chunk_v(C, n, c, &w0, &w1);
         for (int i = 0; i < mr; i++) {
           const float *xr = C->x + (m0 + i) * K + c * 32;
-          acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), w0, acc[i]);
-          acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), w1, acc[i]);
+          acc0[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), w0, acc0[i]);
+          acc1[i] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), w1, acc1[i]);
         }
       }
-      for (int i = 0; i < mr; i++) sum[i] = _mm512_reduce_add_ps(acc[i]);
+      for (int i = 0; i < mr; i++) sum[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
 #else
       float acc[MR][16];
       memset(acc, 0, sizeof acc);
@@ -280,7 +283,7 @@ int k_quantized_linear(const loom_instr *I) {
   int has_scales = C.fmt == QF_NF4 || C.fmt == QF_INT8;
   static const int BLOCK[4] = {32, 32, 64, 1}, BYTES[4] = {34, 18, 32, 1};
   C.N = qw->shape[0];
-  C.rb = qw->shape[1];
+  C.rb = qw->shape[1] * (qw->dt == DT_I32 ? 4 : 1); /* int32 words: the same bytes, little endian */
   C.K = C.rb / BYTES[C.fmt] * BLOCK[C.fmt];
   int64_t kin = transposed ? C.N : C.K, kout = transposed ? C.K : C.N;
   int64_t total = t_numel(o);

@@ -53,8 +53,8 @@ export interface AutocastOptions {
 export const LOWER_PRECISION_OPS: ReadonlySet<string> = new Set([
   "matmul", "lora_linear", "linear", "conv1d", "conv2d", "conv3d", "bmm", "baddbmm", "addmm", "addbmm",
 ]);
-/** Ops whose float16/bfloat16 inputs are cast to float32. */
-export const FP32_OPS: ReadonlySet<string> = new Set(["exp", "log", "log1p", "rsqrt", "reciprocal", "pow", "sum", "cumsum"]);
+/** Ops whose float16/bfloat16 inputs are cast to float32 (quantized_linear: its kernels take float32 x). */
+export const FP32_OPS: ReadonlySet<string> = new Set(["exp", "log", "log1p", "rsqrt", "reciprocal", "pow", "sum", "cumsum", "quantized_linear"]);
 
 /**
  * The active regions: the dtype per device family, null where autocast is off. `active` is the

@@ -11,8 +11,10 @@
  */
 import { OPS } from "../graph/registry.ts";
 import { QUANT_FORMATS, type QuantFormat } from "../graph/ops/quantized.ts";
-import { LoomAutogradError, LoomValueError } from "../tensor/errors.ts";
+import { LoomAutogradError, LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
+import { tensor } from "./creation.ts";
 import type { TensorOps } from "./surface.ts";
+import type { Tensor } from "./tensor.ts";
 
 export type { QuantFormat } from "../graph/ops/quantized.ts";
 export { NF4_CODE, QUANT_ERROR_BOUND, QUANT_FORMATS, quantRowBytes } from "../graph/ops/quantized.ts";
@@ -52,4 +54,20 @@ export function quantized_linear<S extends TensorOps<S>>(x: S, qweight: AnyTenso
   }
   const rest = [qweight, ...(scales ? [scales] : []), ...(opts.bias ? [opts.bias] : [])];
   return x._apply(OPS.quantized_linear, rest as unknown as S[], { format: opts.format, has_bias: !!opts.bias, transposed: false });
+}
+
+/**
+ * The bytes of a packed weight as little-endian int32 words (a copy), the form quantized_linear
+ * also takes: on WebGPU, where every element is stored in 4 bytes, it keeps the weight at its
+ * packed size (a uint8 tensor there costs 4 bytes per byte).
+ * @param qweight - uint8 or int8 [N, B], B a multiple of 4 (Q8_0/Q4_0: K a multiple of 64)
+ * @returns int32 [N, B / 4] on qweight's device
+ * @throws LoomDtypeError for another dtype; LoomShapeError for a shape that is not [N, 4·m]
+ */
+export function packed_words(qweight: Tensor): Tensor {
+  if (qweight.dtype !== "uint8" && qweight.dtype !== "int8") throw new LoomDtypeError(`[packed_words] qweight must be uint8 or int8, got ${qweight.dtype}`);
+  const [N, B] = qweight.shape as [number, number];
+  if (qweight.shape.length !== 2 || B % 4 !== 0) throw new LoomShapeError(`[packed_words] qweight ${fmtShape(qweight.shape)}: expected [N, B] with B a multiple of 4`);
+  const bytes = Uint8Array.from(qweight.dataSync(), (v) => v & 255); // row-major values; int8 as two's complement
+  return tensor(new Int32Array(bytes.buffer), { dtype: "int32" }).reshape([N, B / 4]).to(qweight.device);
 }

@@ -145,7 +145,7 @@ export function outOfBound(got: ArrayLike<number>, ref: Float64Array, S: Float64
   const u = 2 ** -24;
   const bad: string[] = [];
   for (let i = 0; i < ref.length; i++) {
-    const slack = exactRounding ? (kin + 2) * 2 ** -52 * S[i]! : (kin / QUANT_ERROR_BOUND.lanes + QUANT_ERROR_BOUND.extra) * u * S[i]!;
+    const slack = exactRounding ? (kin + 2) * 2 ** -52 * S[i]! : (kin + QUANT_ERROR_BOUND.extra) * u * S[i]!;
     const bound = QUANT_ERROR_BOUND.rtol * Math.abs(ref[i]!) + slack + 1e-300;
     const err = Math.abs(got[i]! - ref[i]!);
     if (!(err <= bound) && bad.length < 5) bad.push(`[${i}] got ${got[i]} ref ${ref[i]} err ${err} bound ${bound}`);

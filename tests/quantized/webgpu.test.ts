@@ -45,6 +45,19 @@ describe.if(WEBGPU)("quantized_linear on webgpu", () => {
     }, 60_000);
   }
 
+  test("qweight as int32 words (4 bytes per element on the GPU, the packed size) equals the byte form", () => {
+    for (const [format] of FORMATS) {
+      const K = 128, N = 6;
+      const p = randomPacked(format, N, K, 9);
+      const ops = operands(p);
+      const scales = ops.scales ? G(ops.scales) : null;
+      const x = G(loom.tensor(randomX(2, K, 4)).reshape([2, K]));
+      const words = loom.packed_words(ops.qweight).to("webgpu");
+      const { ref, S } = reference(Array.from(x.dataSync()), 2, dense(p), N, K, null);
+      expect(outOfBound(quantized_linear(x, words, { format, scales }).dataSync(), ref, S, K)).toEqual([]);
+    }
+  }, 60_000);
+
   test("a transposed (strided) x is read through a dense copy", () => {
     const K = 64, N = 5, M = 3;
     const p = randomPacked("q4_0", N, K, 8);

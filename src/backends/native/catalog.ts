@@ -21,7 +21,7 @@ const EXACT_RANK = 100;
  * the exact one), with its error against the float64 reference of the decomposition.
  */
 const EXACT_DOCS: { readonly [K in OpName]?: string } = {
-  quantized_linear: "fused dequantize-matmul (native/kernels/quant.c: W decoded in registers, GEMV/row tiles for M < 16, panels + sgemm above); vs float64 dequantize-then-matmul |y − ref| ≤ 2^-24·|ref| + (K/4 + 16)·2^-24·Σ|x·w| (graph/ops/quantized.ts QUANT_ERROR_BOUND)",
+  quantized_linear: "fused dequantize-matmul (native/kernels/quant.c: W decoded in registers, GEMV/row tiles for M < 16, panels + sgemm above); vs float64 dequantize-then-matmul |y − ref| ≤ 2^-24·|ref| + (n + 16)·2^-24·Σ|x·w| over the n reduced terms (graph/ops/quantized.ts QUANT_ERROR_BOUND)",
 };
 
 /** The exact implementation of `op`: the backend's own prepare (shim kernel or js fallback). */

@@ -5,9 +5,9 @@
  * element: thread t takes the reduced indices t, t+64, ... (coalesced), accumulating in f32 with
  * fma, then a shared-memory tree of 6 levels; the bound is quantized.ts's QUANT_ERROR_BOUND.
  *
- * Every element of a WebGPU buffer is 4 bytes (dtype.ts): the packed bytes arrive as one i32 per
- * byte, so the GPU holds 4× the packed size. The kernel is correct on that layout; a packed u32
- * upload would be what makes it a bandwidth win (not built). fp16 block scales are decoded with
+ * Every element of a WebGPU buffer is 4 bytes (dtype.ts): uint8/int8 packed bytes arrive as one
+ * i32 per byte (4× the packed size); the int32 word form (`packed_words`) keeps 4 bytes per
+ * element, the packed size, and the kernel shifts each byte out of its word. fp16 block scales are decoded with
  * `unpack2x16float`, which may flush fp16 subnormals to zero (WGSL spec); normal scales are exact.
  */
 import { NF4_CODE, QUANT_FORMATS, type QuantizedLinearAttrs } from "../../graph/ops/quantized.ts";
@@ -70,7 +70,7 @@ export function launchQuantizedLinear(ctx: Ctx, ins: readonly View[], a: Quantiz
   const x = dense(ctx, ins[0]!, temps), q = dense(ctx, ins[1]!, temps);
   const sc = f.scales ? dense(ctx, ins[2]!, temps) : null;
   const bias = a.has_bias ? dense(ctx, ins[ins.length - 1]!, temps) : null;
-  const N = q.shape[0]!, rb = q.shape[1]!, K = (rb / f.bytes) * f.block;
+  const N = q.shape[0]!, rb = q.shape[1]! * (q.dtype === "int32" ? 4 : 1), K = (rb / f.bytes) * f.block;
   const kin = a.transposed ? N : K, kout = a.transposed ? K : N;
   const total = numelOf(out.shape);
   if (total === 0) return;
@@ -82,7 +82,7 @@ export function launchQuantizedLinear(ctx: Ctx, ins: readonly View[], a: Quantiz
 ${sc ? "@group(0) @binding(4) var<storage, read> sc: array<f32>;" : ""}
 ${bias ? `@group(0) @binding(${sc ? 5 : 4}) var<storage, read> bias: array<f32>;` : ""}
 var<workgroup> part: array<f32, 64>;
-fn qb(i: u32) -> u32 { return u32(q[p(6u) + i]) & 255u; }
+${q.dtype === "int32" ? "fn qb(i: u32) -> u32 { return (u32(q[p(6u) + i / 4u]) >> ((i % 4u) * 8u)) & 255u; }" : "fn qb(i: u32) -> u32 { return u32(q[p(6u) + i]) & 255u; }"}
 ${weightFn(a.format)}
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nw: vec3u) {

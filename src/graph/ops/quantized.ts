@@ -13,15 +13,16 @@
  *   flattened row-major weight; w = NF4_CODE[q]·absmax[block].
  * - `int8` (per channel): int8 [N, K] and float32 scale [N]; w = scale[n]·q.
  *
+ * The packed bytes may also come as int32 [N, row bytes / 4]: the same bytes read as little-endian
+ * words (`packed_words` in lazy/quantized_ops.ts). The WebGPU backend stores every element in 4
+ * bytes, so only this form keeps a packed weight at its packed size there.
+ *
  * With `transposed` the op is the adjoint: x [..., N] → [..., K] = x · dequant(W) (the gradient
  * to x of the forward, and the forward of that gradient's gradient), so gradients flow through
  * fused kernels in both directions (QLoRA). The quantized weight gets no gradient: it is frozen.
  *
  * The js reference dequantizes in float64, accumulates in float64 and rounds once to float32.
- * Fused kernels (native, webgpu) accumulate in float32; their stated error (`QUANT_ERROR_BOUND`):
- * |y − ref| ≤ 2^-24·|ref| + c·(K_acc/L + B)·2^-24·Σ|x_i·w_i| with the constants below, the
- * standard bound for a recursive float32 sum of products (Higham, Accuracy and Stability of
- * Numerical Algorithms, §3.1, γ_n = n·u/(1 − n·u)), where the sum runs in L interleaved lanes.
+ * Fused kernels (native, webgpu) accumulate in float32; their stated error is QUANT_ERROR_BOUND.
  */
 import { allocData, type TensorData } from "../../tensor/storage.ts";
 import { LoomAutogradError, LoomDtypeError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
@@ -48,13 +49,17 @@ export const NF4_CODE: readonly number[] = [
 ].map(Math.fround);
 
 /**
- * The fused kernels' error bound against the float64 reference: |y − ref| ≤ rtol·|ref| +
- * (k/lanes + extra)·2^-24·Σ_k |x_k·w_k| (elementwise; Σ over the reduced dim, float64), for the
- * native kernels (16 float32 lanes, block partials folded by one product each) and WebGPU (4 lanes
- * per thread over its share, a tree over 64 threads). `extra` covers the block scale product, the
- * lane fold and the final rounding, with margin.
+ * The fused kernels' error bound against the float64 reference, elementwise:
+ *   |y − ref| ≤ rtol·|ref| + (n + extra)·u·S,   u = 2^-24, S = Σ_i |x_i·w_i| (+ |b|),
+ * n the length of the reduced dim (K forward, N transposed). Any float32 summation order of n
+ * products (sequential fmas, 16 lanes and a tree, a BLAS GEMM's k-blocking, a 64-thread tree on
+ * the GPU) is within γ_n·S (Higham, Accuracy and Stability of Numerical Algorithms, §3.1:
+ * γ_n = n·u/(1 − n·u)); `extra` covers the float32 decode d·q (exact for Q8_0/Q4_0, one rounding
+ * for NF4 and int8: u·|w|), the bias add and γ's second-order term; rtol is the final rounding.
+ * The kernels' lanes keep the typical error far smaller (below 1e-7·S measured); layout bugs give
+ * errors of order S and cannot hide under it.
  */
-export const QUANT_ERROR_BOUND = { rtol: 2 ** -24, lanes: 4, extra: 16 } as const;
+export const QUANT_ERROR_BOUND = { rtol: 2 ** -24, extra: 16 } as const;
 
 export interface QuantizedLinearAttrs {
   readonly format: QuantFormat;
@@ -75,7 +80,9 @@ export function quantDims(op: string, format: QuantFormat, qweight: Meta, K: num
   const f = QUANT_FORMATS[format];
   if (!f) throw new LoomShapeError(`[${op}] unknown format '${format}' (q8_0, q4_0, nf4, int8)`);
   if (qweight.shape.length !== 2) throw new LoomShapeError(`[${op}] qweight must be 2-D [N, bytes per row], got ${fmtShape(qweight.shape)}`);
-  const [N, rb] = qweight.shape as [number, number];
+  const N = qweight.shape[0]!;
+  const words = qweight.dtype === "int32";
+  const rb = qweight.shape[1]! * (words ? 4 : 1); // bytes per row
   if (K === null) {
     // transposed: K comes from the row length
     if (rb % f.bytes !== 0) throw new LoomShapeError(`[${op}] ${format} qweight ${fmtShape(qweight.shape)}: row of ${rb} bytes is not a whole number of ${f.bytes}-byte blocks (truncated block stream or another block size)`);
@@ -83,7 +90,8 @@ export function quantDims(op: string, format: QuantFormat, qweight: Meta, K: num
   }
   if (K % f.block !== 0) throw new LoomShapeError(`[${op}] ${format}: in_features K = ${K} is not a multiple of the block size ${f.block}`);
   if (rb !== quantRowBytes(format, K)) {
-    throw new LoomShapeError(`[${op}] ${format} qweight ${fmtShape(qweight.shape)} does not fit K = ${K}: expected [N, ${quantRowBytes(format, K)}] (${K / f.block} blocks of ${f.bytes} bytes per row; a block-size mismatch or a truncated block stream)`);
+    const want = quantRowBytes(format, K);
+    throw new LoomShapeError(`[${op}] ${format} qweight ${fmtShape(qweight.shape)}${words ? " (int32 words)" : ""} does not fit K = ${K}: expected [N, ${words ? `${want / 4}` : want}] (${K / f.block} blocks of ${f.bytes} bytes per row${words ? ", as 4-byte words" : ""}; a block-size mismatch or a truncated block stream)`);
   }
   return { N, K };
 }
@@ -106,7 +114,8 @@ function arity(a: QuantizedLinearAttrs): number {
 export function dequantRow(format: QuantFormat, q: TensorData, scales: TensorData | null, n: number, K: number, w: Float64Array): void {
   const qs = q.strides, qo = q.offset + n * qs[0]!, c = qs[1]!;
   const qd = q.data;
-  const byte = (j: number) => qd[qo + j * c]!;
+  // byte j of row n as 0..255 (int8 data masked; int32 words little endian)
+  const byte = q.dtype === "int32" ? (j: number) => (qd[qo + (j >> 2) * c]! >>> ((j & 3) * 8)) & 255 : (j: number) => qd[qo + j * c]! & 255;
   const half = (j: number) => f16(byte(j) | (byte(j + 1) << 8));
   if (format === "q8_0" || format === "q4_0") {
     const bytes = QUANT_FORMATS[format].bytes;
@@ -131,7 +140,10 @@ export function dequantRow(format: QuantFormat, q: TensorData, scales: TensorDat
     }
   } else {
     const sc = scales!.data[scales!.offset + n * scales!.strides[0]!]!;
-    for (let k = 0; k < K; k++) w[k] = sc * byte(k);
+    for (let k = 0; k < K; k++) {
+      const v = byte(k);
+      w[k] = sc * (v >= 128 ? v - 256 : v);
+    }
   }
 }
 
@@ -145,7 +157,7 @@ export function f16(h: number): number {
 
 /**
  * @param x - [..., K] float32 (transposed: [..., N]); qweight - packed [N, row bytes] uint8 (int8
- *   for `int8`); scales - float32 absmax [N·K/64] (nf4) or scale [N] (int8); bias - float32 [N]
+ *   for `int8`), or those bytes as int32 words [N, row bytes / 4]; scales - float32 absmax [N·K/64] (nf4) or scale [N] (int8); bias - float32 [N]
  * @returns [..., N] float32 (transposed: [..., K])
  * @throws LoomShapeError for K not a multiple of the block size, a qweight row length that does
  *   not fit K (block-size mismatch, truncated block stream), scales/bias of the wrong length;
@@ -172,9 +184,9 @@ export const quantized_linear: KernelOp<QuantizedLinearAttrs> = defineOp<Quantiz
   dtype: (ins, a) => {
     const { x, qw, scales, bias } = parts(ins, a);
     const want = QUANT_FORMATS[a.format].dtype;
-    const bad = x.dtype !== "float32" || qw.dtype !== want || (scales && scales.dtype !== "float32") || (bias && bias.dtype !== "float32");
+    const bad = x.dtype !== "float32" || (qw.dtype !== want && qw.dtype !== "int32") || (scales && scales.dtype !== "float32") || (bias && bias.dtype !== "float32");
     if (bad) {
-      throw new LoomDtypeError(`[quantized_linear] ${a.format}: x ${x.dtype}, qweight ${qw.dtype}${scales ? `, scales ${scales.dtype}` : ""}${bias ? `, bias ${bias.dtype}` : ""}; expected x float32, qweight ${want}${scales ? ", scales float32" : ""}${bias ? ", bias float32" : ""}`);
+      throw new LoomDtypeError(`[quantized_linear] ${a.format}: x ${x.dtype}, qweight ${qw.dtype}${scales ? `, scales ${scales.dtype}` : ""}${bias ? `, bias ${bias.dtype}` : ""}; expected x float32, qweight ${want} (or int32 words)${scales ? ", scales float32" : ""}${bias ? ", bias float32" : ""}`);
     }
     return "float32";
   },
@@ -183,7 +195,7 @@ export const quantized_linear: KernelOp<QuantizedLinearAttrs> = defineOp<Quantiz
     const s = QUANT_FORMATS[a.format].scales ? ins[2]! : null;
     const b = a.has_bias ? ins[ins.length - 1]! : null;
     const f = QUANT_FORMATS[a.format];
-    const N = qw.shape[0]!, K = (qw.shape[1]! / f.bytes) * f.block;
+    const N = qw.shape[0]!, K = ((qw.shape[1]! * (qw.dtype === "int32" ? 4 : 1)) / f.bytes) * f.block;
     const kin = a.transposed ? N : K, kout = a.transposed ? K : N;
     const M = out.data.length / Math.max(kout, 1) || 0;
     // x as M dense rows of kin (out is dense; x may be any view)
