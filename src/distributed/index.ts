@@ -12,3 +12,4 @@ export {
 export { LoomDistributedError, LoomRankFailedError, LoomCollectiveTimeoutError } from "./errors.ts";
 export { launch, mpirun_command, has_mpirun } from "./launch.ts";
 export { loadNccl, NcclComm, nccl_smoke } from "./nccl.ts";
+export { DistributedDataParallel, type DDPOptions, type DDPStepStats } from "./ddp.ts";
