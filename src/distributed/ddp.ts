@@ -138,14 +138,18 @@ export class DistributedDataParallel<M extends Module> extends Module {
     }
     close();
     // in lazy mode the hook receives LazyTensors (the gradient of the parameter's lift), typed Tensor by register_hook
+    this.forward = ((...args: unknown[]) => {
+      this.prepareStep();
+      return (this.module.call as (...a: unknown[]) => unknown)(...args);
+    }) as M["forward"];
     for (const [, p] of named) p.register_hook((g) => this.onGrad(p, g as unknown as AnyGrad) as unknown as Tensor | void);
   }
 
-  /** Runs the wrapped module (its `call`, with its hooks). @throws LoomValueError when the previous backward left a bucket unreduced */
-  override forward(...args: Parameters<M["forward"]>): ReturnType<M["forward"]> {
-    this.prepareStep();
-    return (this.module.call as (...a: unknown[]) => ReturnType<M["forward"]>)(...args);
-  }
+  /**
+   * Runs the wrapped module (its `call`, with its hooks), typed as the module's forward.
+   * @throws LoomValueError when the previous backward left a bucket unreduced
+   */
+  declare forward: M["forward"];
 
   /**
    * Skip gradient synchronization for the forward/backward passes inside the guard (gradient
