@@ -13,3 +13,4 @@ export { LoomDistributedError, LoomRankFailedError, LoomCollectiveTimeoutError }
 export { launch, mpirun_command, has_mpirun } from "./launch.ts";
 export { loadNccl, NcclComm, nccl_smoke } from "./nccl.ts";
 export { DistributedDataParallel, type DDPOptions, type DDPStepStats } from "./ddp.ts";
+export { ColumnParallelLinear, RowParallelLinear, type ParallelLinearOptions } from "./tensor_parallel.ts";

@@ -47,7 +47,7 @@ export interface CollectiveAttrs {
   readonly side?: "forward" | "backward";
 }
 
-const KINDS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "copy_to_parallel_region", "reduce_from_parallel_region"] as const;
+const KINDS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "copy_to_parallel_region", "reduce_from_parallel_region", "gather_from_parallel_region"] as const;
 const HEADER = 16;
 const OPS_CODE: Record<ReduceOpName, number> = { sum: 0, avg: 1, max: 2, min: 3 };
 
@@ -212,4 +212,17 @@ export const reduce_from_parallel_region: KernelOp<CollectiveAttrs> = defineOp<C
   kind: "kernel", arity: 1, name: "reduce_from_parallel_region", ...SAME,
   ref: ([x], a, out) => runAllReduce("reduce_from_parallel_region", x!, { ...a, op: "sum" }, out),
   grad: (g) => [g],
+});
+
+/**
+ * Megatron-LM's `gather_from_tensor_model_parallel_region` with the ranks' pieces stacked on a
+ * new leading dim: all-gather forward ([world, ...]), and in backward this rank's slice of the
+ * gradient (the loss is replicated over the tensor-parallel ranks, so no sum).
+ */
+export const gather_from_parallel_region: KernelOp<CollectiveAttrs> = defineOp<CollectiveAttrs, KernelOp<CollectiveAttrs>>({
+  kind: "kernel", arity: 1, name: "gather_from_parallel_region",
+  shape: ([x]) => [default_group("gather_from_parallel_region").size, ...x!.shape],
+  dtype: ([x]) => x!.dtype,
+  ref: (ins, a, out) => all_gather.ref(ins, a, out),
+  grad: (g) => [g.narrow(0, default_group("gather_from_parallel_region").rank, 1).reshape(g.shape.slice(1))],
 });
