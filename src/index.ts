@@ -42,3 +42,4 @@ export { autocast, is_autocast_enabled, get_autocast_dtype } from "./lazy/autoca
 export * as data from "./data/index.ts";
 export * as lora from "./lora/index.ts";
 export * as models from "./models/index.ts";
+export * as distributed from "./distributed/index.ts";

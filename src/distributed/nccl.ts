@@ -52,15 +52,14 @@ export interface NcclLib {
 export const NCCL = { float32: 7, float64: 8, int32: 2, int64: 4, sum: 0, prod: 1, max: 2, min: 3, avg: 4 } as const;
 
 function firstLoadable<T extends Record<string, { args: readonly FFIType[]; returns: FFIType }>>(names: readonly string[], syms: T): { lib: ReturnType<typeof dlopen<T>>; name: string } | string {
-  const errs: string[] = [];
   for (const n of names) {
     try {
       return { lib: dlopen(n, syms), name: n };
-    } catch (e) {
-      errs.push(`${n}: ${(e as Error).message.split("\n")[0]}`);
+    } catch {
+      // not on the loader's path (or missing symbols): try the next name
     }
   }
-  return errs.join("; ");
+  return `tried ${names.join(", ")}`;
 }
 
 let cached: NcclLib | { error: string } | undefined;

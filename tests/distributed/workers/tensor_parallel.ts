@@ -73,7 +73,7 @@ function blockCase() {
   return {
     y: diff(out.y, ref.y),
     x_grad: diff(out.gx, ref.gx),
-    ln_1_grad: diff(block.ln_1.weight.grad!, refGrad.get("ln_1.weight")!),
+    ln_1_grad: diff(block.ln_1.weight!.grad!, refGrad.get("ln_1.weight")!),
     // the column-parallel c_fc's rows are rows r·4C/N.. of the full layer's [out, in] gradient
     c_fc_grad: diff(tp.c_fc.weight.grad!, refGrad.get("mlp.c_fc.weight")!.t().narrow(0, rank * fc, fc)),
     c_fc_bias_grad: diff(tp.c_fc.bias!.grad!, refGrad.get("mlp.c_fc.bias")!.narrow(0, rank * fc, fc)),
