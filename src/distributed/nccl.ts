@@ -6,8 +6,10 @@
  * Loom has no CUDA tensor backend yet, so NCCL collectives here take raw device pointers
  * (`NcclComm.all_reduce(sendbuff, recvbuff, count)`), which is what a CUDA backend's storage would
  * hand over; the smoke test (tests/distributed/nccl.test.ts) all-reduces a cudaMalloc'ed buffer on
- * one GPU. A world of more ranks gets its ncclUniqueId from rank 0 over MPI (PyTorch uses its
- * TCPStore for this), then ncclCommInitRank.
+ * one GPU. Not built yet: a world of several processes, where rank 0's ncclUniqueId is broadcast
+ * over MPI (PyTorch uses its TCPStore) and each rank calls ncclCommInitRank, which takes the
+ * 128-byte id by value; bun:ffi cannot pass a struct by value, so that needs a 3-line C wrapper
+ * (docs/DISTRIBUTED.md).
  *
  * Source: NCCL 2.x nccl.h (ncclUniqueId = 128 bytes, ncclFloat32 = 7, ncclSum = 0, ncclAvg = 4);
  * CUDA runtime API (cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2).

@@ -22,7 +22,10 @@ export interface InitOptions {
   timeout?: number;
 }
 
-/** The default group: the MPI world (NCCL also bootstraps its unique id over it). */
+/**
+ * The default group: the MPI world. With backend "nccl" libnccl is loaded too (for device
+ * memory, nccl.ts); Loom has no CUDA tensors yet, so tensor collectives still run over MPI.
+ */
 export interface ProcessGroup {
   readonly backend: DistBackend;
   readonly rank: number;
