@@ -114,11 +114,11 @@ export const functional = {
   broadcast<S extends TensorOps<S>>(x: S, src = 0): S {
     return x._apply(ops.broadcast, [], attrs(ReduceOp.SUM, src));
   },
-  /** [world_size, ...x.shape]: every rank's x, stacked. */
+  /** Every rank's x stacked on a new leading dim: shape `[world_size, ...x.shape]`. */
   all_gather<S extends TensorOps<S>>(x: S): S {
     return x._apply(ops.all_gather, [], attrs());
   },
-  /** x [world_size, ...] → [...]: this rank's block of op over ranks. */
+  /** This rank's block of op over ranks: x `[world_size, ...]` gives `[...]`. */
   reduce_scatter<S extends TensorOps<S>>(x: S, op: ReduceOpName = ReduceOp.SUM): S {
     return x._apply(ops.reduce_scatter, [], attrs(op));
   },

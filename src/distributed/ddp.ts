@@ -185,7 +185,7 @@ export class DistributedDataParallel<M extends Module> extends Module {
 
   /** The gradient hook: file g (plus an accumulated `.grad`) in its bucket; return the tensor that will hold the average. */
   private onGrad(p: Parameter, g: AnyGrad): AnyGrad | void {
-    if (!this.syncThisStep || (this.group.size === 1 && !this.count1)) return;
+    if (!this.syncThisStep || this.group.size === 1) return; // a world of one: nothing to average
     const [b, i] = this.where.get(p)!;
     const prev = p.grad;
     const lazy = g.isLazy || (g as unknown as Tensor).is_pending;
@@ -200,9 +200,6 @@ export class DistributedDataParallel<M extends Module> extends Module {
     if (b.arrived === b.params.length) this.reduceLazy(b);
     return mine;
   }
-
-  /** Set by tests: run the bucket machinery in a world of one too. */
-  count1 = false;
 
   private fileEager(p: Parameter, b: Bucket, i: number, g: Tensor, prev: Tensor | null): Tensor {
     if (this.launched === 0 && this.buckets.every((x) => x.arrived === 0)) this.eagerStep = { t0: performance.now(), overlapped: 0 };
