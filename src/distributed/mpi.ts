@@ -9,8 +9,9 @@
  * interrupted, while the polling loop can check, every 50 ms, that the peer processes on this
  * host are alive (their pids are exchanged at init) and give up at the timeout. The
  * communicator's error handler is MPI_ERRORS_RETURN, so a transport failure is an error code here
- * rather than an abort. The launcher (launch.ts) runs mpirun with `--enable-recovery`, so the
- * death of one rank does not make mpirun kill the others before they can report it.
+ * rather than an abort. mpirun itself ends the job when a rank dies, about a second later (it then
+ * exits non-zero); the check finds the death within 50 ms, so the survivors report it first.
+ * (`mpirun --enable-recovery` would keep them running, but then mpirun exits 0: not used.)
  *
  * Source: MPI 3.1 standard ch. 5.12 (nonblocking collectives); Open MPI 4.1 mpi.h (handle
  * layout, MPI_IN_PLACE = (void*)1, MPI_Status = 24 bytes).
@@ -98,11 +99,6 @@ export function loadMpi(): MpiLib | { error: string } {
   } catch (e) {
     return (cached = { error: `cannot load ${MPI_LIBRARY}: ${(e as Error).message}` });
   }
-}
-
-/** Whether this process was started by mpirun (Open MPI sets OMPI_COMM_WORLD_SIZE). */
-export function launchedByMpirun(): boolean {
-  return process.env.OMPI_COMM_WORLD_SIZE !== undefined;
 }
 
 export type MpiReduce = "sum" | "max" | "min";

@@ -89,7 +89,7 @@ export function checkAcrossRanks(comm: MpiComm, what: string, meta: Meta, extra:
   const desc = (r: number) => {
     const h = all.subarray(r * HEADER, (r + 1) * HEADER);
     const dims = Array.from(h.subarray(4, 4 + Math.min(h[3]!, HEADER - 5)));
-    return `rank ${r}: ${KINDS[h[0]!] ?? "?"} ${fmtShape(dims)}${h[3]! > HEADER - 5 ? "..." : ""} ${DTYPES[h[1]!] ?? "?"}${h[2] ? ` (${what === "broadcast" ? "src" : "op"} ${h[2]})` : ""}`;
+    return `rank ${r}: ${KINDS[h[0]!] ?? what} ${fmtShape(dims)}${h[3]! > HEADER - 5 ? "..." : ""} ${DTYPES[h[1]!] ?? "?"}${h[2] ? ` (${what === "broadcast" ? "src" : "op"} ${h[2]})` : ""}`;
   };
   throw new LoomShapeError(`[${what}] tensors differ across ranks: ${Array.from({ length: comm.size }, (_, r) => desc(r)).join("; ")}`);
 }
