@@ -3,11 +3,15 @@
  * x_r = (r+1)·[1, 2, 3] on rank r.
  */
 import { describe, expect, test } from "bun:test";
-import { MPI_SKIP, runRanks } from "./helpers.ts";
+import { MPI_SKIP, runRanks, type RankRun } from "./helpers.ts";
+
+let cached: RankRun | null = null;
+/** One mpirun of the worker serves every test below. */
+const collectivesRun = () => (cached ??= runRanks(2, "collectives.ts"));
 
 describe.skipIf(MPI_SKIP !== "")(`collectives on 2 ranks${MPI_SKIP ? ` (skipped: ${MPI_SKIP})` : ""}`, () => {
   test("all_reduce / broadcast / all_gather / reduce_scatter / barrier, eager and lazy, js and native", () => {
-    const run = runRanks(2, "collectives.ts");
+    const run = collectivesRun();
     expect(run.status).toBe(0);
     expect(run.results.length).toBe(2);
     for (const res of run.results) {
@@ -38,5 +42,14 @@ describe.skipIf(MPI_SKIP !== "")(`collectives on 2 ranks${MPI_SKIP ? ` (skipped:
         expect(r.avg_int).toEqual({ name: "LoomDtypeError", message: "[all_reduce] ReduceOp.AVG needs float32 or float64, got int32" });
       }
     }
+  }, 60_000);
+
+  test("DistributedSampler under mpirun: world and rank from the environment; shares disjoint but for padding, covering the dataset", () => {
+    const run = collectivesRun();
+    expect(run.status).toBe(0);
+    const [a, b] = run.results.map((r) => r.sampler);
+    expect([a.num_replicas, a.rank, b.num_replicas, b.rank]).toEqual([2, 0, 2, 1]);
+    expect([a.indices.length, b.indices.length]).toEqual([4, 4]); // 7 padded to 8
+    expect(new Set([...a.indices, ...b.indices])).toEqual(new Set([0, 1, 2, 3, 4, 5, 6]));
   }, 60_000);
 });

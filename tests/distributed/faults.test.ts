@@ -17,6 +17,15 @@ describe.skipIf(MPI_SKIP !== "")(`faults on 2 ranks${MPI_SKIP ? ` (skipped: ${MP
     expect(r.ms).toBeLessThan(1500); // found by the liveness check (every 50 ms), before the 1.5 s timeout
   }, 30_000);
 
+  test("the same inside a lazy plan: the plan's all_reduce instruction throws it from the realize", () => {
+    const run = runRanks(2, "faults.ts", ["kill-lazy"]);
+    expect(run.status).not.toBe(0);
+    const r = run.results[0];
+    expect(r.name).toBe("LoomRankFailedError");
+    expect(r.failed_ranks).toEqual([1]);
+    expect(r.ms).toBeLessThan(1500);
+  }, 30_000);
+
   test("rank 1 alive but never joins: LoomCollectiveTimeoutError after the group's timeout (1.5 s)", () => {
     const run = runRanks(2, "faults.ts", ["stall"]);
     expect(run.status).not.toBe(0);

@@ -4,6 +4,7 @@ import * as dist from "../../../src/distributed/index.ts";
 import { compile_plan } from "../../../src/lazy/lazy_tensor.ts";
 import { arange, tensor } from "../../../src/lazy/creation.ts";
 import { set_default_backend } from "../../../src/lazy/device.ts";
+import { DistributedSampler } from "../../../src/data/index.ts";
 import { report } from "../helpers.ts";
 
 dist.init_process_group();
@@ -60,4 +61,7 @@ for (const bk of nativeBackend() ? ["js", "native"] as const : ["js"] as const) 
   }
   out[bk] = r;
 }
+// DistributedSampler takes num_replicas and rank from mpirun's environment
+const sampler = new DistributedSampler(7, { seed: 3 });
+out.sampler = { num_replicas: sampler.num_replicas, rank: sampler.rank, indices: [...sampler] };
 report(rank, out);
