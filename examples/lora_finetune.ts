@@ -14,6 +14,10 @@
  *    base model, and check merged vs unmerged logits.
  * 5. Draw the loss curves (train and validation) as SVG next to the adapter (and next to the
  *    pretrained checkpoint when step 1 ran): `<out>/loss_curve.svg`.
+ *
+ * `--quantize nf4|q8_0|q4_0` makes it QLoRA: the base's linear layers are compressed first
+ * (loom.compress; the tied embedding/head stays float32), the adapter trains through the fused
+ * dequantize-matmul, and the saved adapter is also evaluated on the float32 base.
  */
 import { Command } from "commander";
 import { existsSync } from "node:fs";
@@ -27,6 +31,7 @@ import { load_adapter, save_adapter } from "../src/lora/save_load.ts";
 import { CharTokenizer } from "../src/models/char_tokenizer.ts";
 import { GPT2LMHeadModel } from "../src/models/gpt2.ts";
 import { set_execution_mode } from "../src/nn/execution.ts";
+import { compress } from "../src/weights/compress.ts";
 import { write_loss_curve } from "./plot.ts";
 import { Batcher, eval_batches, female_names_split, sotu_split, type TextSplit } from "./data.ts";
 import { PRETRAIN_DEFAULTS, pretrain } from "./pretrain_char_gpt.ts";
@@ -51,6 +56,8 @@ export interface FinetuneOptions {
   device: string;
   /** Print progress, samples and checks (default true). */
   verbose: boolean;
+  /** QLoRA: compress the base's linear layers to this format before fine-tuning (null: float32 base). */
+  quantize?: "nf4" | "q8_0" | "q4_0" | null;
 }
 
 export const FINETUNE_DEFAULTS: FinetuneOptions = {
@@ -74,6 +81,9 @@ export interface FinetuneResult {
   /** The pretraining run's losses, when step 1 pretrained the base model. */
   pretrain?: { train_losses: number[]; val_history: [number, number][] };
   seconds: number;
+  /** With `quantize`: the saved adapter's validation loss on the float32 base, and the compressed layers' bytes. */
+  float_base_val_after?: number;
+  quantized_bytes?: { before: number; after: number };
 }
 
 function corpusOf(name: string): TextSplit {
@@ -101,6 +111,9 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
     pretrain_curve = { train_losses: p.train_losses, val_history: p.val_history };
   }
   const model = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+  const quantize = (m: GPT2LMHeadModel) => (o.quantize ? compress(m, { method: o.quantize }) : null);
+  const qrep = quantize(model);
+  if (qrep) log(`QLoRA: ${qrep.layers.length} linear layers in ${o.quantize}: ${qrep.bytes_before.toLocaleString("en-US")} -> ${qrep.bytes_after.toLocaleString("en-US")} bytes (tied embedding/head stays float32)`);
   const tok = CharTokenizer.from_pretrained(o.checkpoint);
   const block = Math.min(o.block_size, model.config.n_positions);
   const corpus = corpusOf(o.corpus);
@@ -135,6 +148,7 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const x = val[0]!.x;
   const trained = model.call(x).logits.dataSync();
   const fresh = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+  quantize(fresh);
   load_adapter(fresh, o.out);
   const reload_max_abs_diff = maxAbsDiff(fresh.call(x).logits.dataSync(), trained);
   log(`reloaded adapter vs trained model: max |Δlogits| = ${reload_max_abs_diff}`);
@@ -148,11 +162,19 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const check = evaluate(model, val);
   if (Math.abs(check - val_after) > 1e-4) throw new Error(`unmerge did not restore the model: val loss ${check} != ${val_after}`);
 
+  let float_base_val_after: number | undefined;
+  if (o.quantize) { // the QLoRA adapter on the float32 base it was quantized from
+    const float = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+    load_adapter(float, o.out);
+    float_base_val_after = evaluate(float, val);
+    log(`adapter on the float32 base: val loss ${float_base_val_after.toFixed(4)}`);
+  }
   const seconds = (performance.now() - t0) / 1000;
   log(`\nvalidation loss on ${corpus.name}: ${val_before.toFixed(4)} (base) -> ${val_after.toFixed(4)} (LoRA, ${o.steps} steps, r=${o.rank})`);
   return {
     train_losses: r.train_losses, val_history: r.val_history, val_before, val_after, sample_before, sample_after,
     merge_max_abs_diff, reload_max_abs_diff, pretrain: pretrain_curve, seconds,
+    ...(qrep ? { float_base_val_after, quantized_bytes: { before: qrep.bytes_before, after: qrep.bytes_after } } : {}),
   };
 }
 
@@ -193,6 +215,7 @@ if (import.meta.main) {
     .option("--seed <n>", "random seed", String(d.seed))
     .option("--device <name>", "cpu (native backend if it builds, else js), js, native, or webgpu", "cpu")
     .option("--eager", "run op by op instead of lazily (to compare)")
+    .option("--quantize <fmt>", "QLoRA: nf4, q8_0 or q4_0 base (default float32)")
     .parse();
   const a = cmd.opts();
   let device = "cpu";
@@ -209,6 +232,7 @@ if (import.meta.main) {
     block_size: +a.blockSize, corpus: a.corpus, checkpoint: a.checkpoint, out: a.out, pretrain_steps: +a.pretrainSteps,
     eval_every: +a.evalEvery, seed: +a.seed, device,
   };
+  if (a.quantize) opts.quantize = a.quantize;
   const r = finetune(opts);
   await write_plots(r, opts);
   console.log(`wall time ${r.seconds.toFixed(1)} s (${a.eager ? "eager" : "lazy"}, device ${a.device})`);
