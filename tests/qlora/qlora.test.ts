@@ -89,18 +89,14 @@ function lossAndGrads(model: models.GPT2LMHeadModel, mode: nn.ExecutionMode): { 
   });
 }
 
-function maxRelErr(a: Float64Array[], b: Float64Array[]): number {
-  let m = 0;
+/** Elements outside torch.testing's float32 tolerance |a − b| ≤ 1e-5 + 1.3e-6·|b| (as "tensor i, element j"). */
+function outsideF32(a: Float64Array[], b: Float64Array[]): string[] {
+  const bad: string[] = [];
   a.forEach((ai, i) => {
-    const bi = b[i]!;
-    let num = 0, den = 0;
-    for (let j = 0; j < ai.length; j++) {
-      num = Math.max(num, Math.abs(ai[j]! - bi[j]!));
-      den = Math.max(den, Math.abs(bi[j]!));
-    }
-    m = Math.max(m, num / Math.max(den, 1e-30));
+    expect(ai.length).toBe(b[i]!.length);
+    for (let j = 0; j < ai.length; j++) if (!(Math.abs(ai[j]! - b[i]![j]!) <= 1e-5 + 1.3e-6 * Math.abs(b[i]![j]!))) bad.push(`${i}:${j}`);
   });
-  return m;
+  return bad;
 }
 
 let cache: WeightCache<object>;
@@ -124,15 +120,16 @@ describe.each(BACKENDS)("QLoRA on %s", (backend) => {
       const exact = backend === "js";
       const run = (mode: nn.ExecutionMode) => (exact ? loom.with_compiler_options({ tolerance: "exact" }, () => lossAndGrads(q, mode)) : lossAndGrads(q, mode));
       const eager = run("eager"), lazy = run("lazy");
-      // against the dense float32 base: the kernels sum in another order (float32 rounding only)
+      // against the dense float32 base: the kernels sum in another order (float32 rounding only;
+      // measured ≤ 4e-8 absolute on gradients of magnitude ≤ 0.13)
       expect(Math.abs(eager.loss - ref.loss)).toBeLessThan(1e-5 * Math.abs(ref.loss));
-      expect(maxRelErr(eager.grads, ref.grads)).toBeLessThan(1e-4);
+      expect(outsideF32(eager.grads, ref.grads)).toEqual([]);
       if (exact) {
         expect(lazy.loss).toBe(eager.loss);
         lazy.grads.forEach((g, i) => expect(Array.from(g)).toEqual(Array.from(eager.grads[i]!)));
       } else {
         expect(Math.abs(lazy.loss - eager.loss)).toBeLessThan(1e-5 * Math.abs(eager.loss));
-        expect(maxRelErr(lazy.grads, eager.grads)).toBeLessThan(1e-4);
+        expect(outsideF32(lazy.grads, eager.grads)).toEqual([]);
       }
     });
   }
