@@ -19,6 +19,9 @@
  * `bun src/distributed/launch.ts -np 2 examples/lora_finetune.ts --ddp`). Every rank draws the
  * same batch and trains on its 1/N slice; DistributedDataParallel averages the gradients, so the
  * run equals the single-process one with the same --batch-size. Rank 0 alone logs and writes.
+ * `--quantize nf4|q8_0|q4_0` makes it QLoRA: the base's linear layers are compressed first
+ * (loom.compress; the tied embedding/head stays float32), the adapter trains through the fused
+ * dequantize-matmul, and the saved adapter is also evaluated on the float32 base.
  */
 import { Command } from "commander";
 import { existsSync } from "node:fs";
@@ -33,6 +36,7 @@ import { CharTokenizer } from "../src/models/char_tokenizer.ts";
 import { GPT2LMHeadModel } from "../src/models/gpt2.ts";
 import { set_execution_mode } from "../src/nn/execution.ts";
 import { barrier, DistributedDataParallel, get_rank, get_world_size, init_process_group, is_initialized } from "../src/distributed/index.ts";
+import { compress } from "../src/weights/compress.ts";
 import { write_loss_curve } from "./plot.ts";
 import { Batcher, eval_batches, female_names_split, sotu_split, type Batch, type TextSplit } from "./data.ts";
 import { PRETRAIN_DEFAULTS, pretrain } from "./pretrain_char_gpt.ts";
@@ -59,6 +63,8 @@ export interface FinetuneOptions {
   verbose: boolean;
   /** Data-parallel over the MPI ranks (started by mpirun): rank r trains on slice r of each batch. */
   ddp: boolean;
+  /** QLoRA: compress the base's linear layers to this format before fine-tuning (null: float32 base). */
+  quantize?: "nf4" | "q8_0" | "q4_0" | null;
 }
 
 export const FINETUNE_DEFAULTS: FinetuneOptions = {
@@ -93,6 +99,9 @@ export interface FinetuneResult {
   /** The pretraining run's losses, when step 1 pretrained the base model. */
   pretrain?: { train_losses: number[]; val_history: [number, number][] };
   seconds: number;
+  /** With `quantize`: the saved adapter's validation loss on the float32 base, and the compressed layers' bytes. */
+  float_base_val_after?: number;
+  quantized_bytes?: { before: number; after: number };
 }
 
 function corpusOf(name: string): TextSplit {
@@ -127,6 +136,9 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
     if (o.ddp) barrier();
   }
   const model = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+  const quantize = (m: GPT2LMHeadModel) => (o.quantize ? compress(m, { method: o.quantize }) : null);
+  const qrep = quantize(model);
+  if (qrep) log(`QLoRA: ${qrep.layers.length} linear layers in ${o.quantize}: ${qrep.bytes_before.toLocaleString("en-US")} -> ${qrep.bytes_after.toLocaleString("en-US")} bytes (tied embedding/head stays float32)`);
   const tok = CharTokenizer.from_pretrained(o.checkpoint);
   const block = Math.min(o.block_size, model.config.n_positions);
   const corpus = corpusOf(o.corpus);
@@ -169,6 +181,7 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const x = val[0]!.x;
   const trained = model.call(x).logits.dataSync();
   const fresh = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+  quantize(fresh);
   load_adapter(fresh, o.out);
   const reload_max_abs_diff = maxAbsDiff(fresh.call(x).logits.dataSync(), trained);
   log(`reloaded adapter vs trained model: max |Δlogits| = ${reload_max_abs_diff}`);
@@ -182,11 +195,19 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const check = evaluate(model, val);
   if (Math.abs(check - val_after) > 1e-4) throw new Error(`unmerge did not restore the model: val loss ${check} != ${val_after}`);
 
+  let float_base_val_after: number | undefined;
+  if (o.quantize) { // the QLoRA adapter on the float32 base it was quantized from
+    const float = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+    load_adapter(float, o.out);
+    float_base_val_after = evaluate(float, val);
+    log(`adapter on the float32 base: val loss ${float_base_val_after.toFixed(4)}`);
+  }
   const seconds = (performance.now() - t0) / 1000;
   log(`\nvalidation loss on ${corpus.name}: ${val_before.toFixed(4)} (base) -> ${val_after.toFixed(4)} (LoRA, ${o.steps} steps, r=${o.rank})`);
   return {
     train_losses: r.train_losses, val_history: r.val_history, val_before, val_after, sample_before, sample_after,
     merge_max_abs_diff, reload_max_abs_diff, pretrain: pretrain_curve, seconds,
+    ...(qrep ? { float_base_val_after, quantized_bytes: { before: qrep.bytes_before, after: qrep.bytes_after } } : {}),
   };
 }
 
@@ -228,6 +249,7 @@ if (import.meta.main) {
     .option("--device <name>", "cpu (native backend if it builds, else js), js, native, or webgpu", "cpu")
     .option("--eager", "run op by op instead of lazily (to compare)")
     .option("--ddp", "data-parallel over mpirun's ranks (mpirun -np 2 bun examples/lora_finetune.ts --ddp)")
+    .option("--quantize <fmt>", "QLoRA: nf4, q8_0 or q4_0 base (default float32)")
     .parse();
   const a = cmd.opts();
   let device = "cpu";
@@ -244,6 +266,7 @@ if (import.meta.main) {
     block_size: +a.blockSize, corpus: a.corpus, checkpoint: a.checkpoint, out: a.out, pretrain_steps: +a.pretrainSteps,
     eval_every: +a.evalEvery, seed: +a.seed, device, ddp: !!a.ddp,
   };
+  if (a.quantize) opts.quantize = a.quantize;
   const r = finetune(opts);
   if (!a.ddp || get_rank() === 0) {
     await write_plots(r, opts);
