@@ -10,7 +10,10 @@
  * -ffp-contract=off: no fma), which rounds like the double kernels' store to float32 does
  * (a float product or sum computed in double and rounded once is the correctly rounded float).
  * Its inner loops are unit-stride over halves, which the compiler vectorizes.
- * Other dtypes and strided rows compute in double and round each step as storing it would.
+ * Other dtypes and strided rows compute in double and round each step as storing it would;
+ * float16/bfloat16 compute in float32 and round once to the half type (the js reference runs
+ * kernel ops on halves through float32), within one half ulp of the decomposition's per-op
+ * rounding (tests/rope bound it).
  */
 #include "common.h"
 
@@ -22,14 +25,11 @@ typedef struct {
   int64_t xs[LOOM_MAXD], cs[LOOM_MAXD], ss[LOOM_MAXD];
 } rope_ctx;
 
-/** What storing v as dt and loading it back gives (round_block for one value). */
+/** v rounded as the step stores it: float64 keeps it, float32 rounds, and half dtypes compute in
+ * float32 (as the js backend runs every kernel op on halves), rounded to the half type once at the
+ * store. */
 static inline double rnd(double v, int dt) {
-  switch (dt) {
-    case DT_F32: return (double)(float)v;
-    case DT_F16: return f16_to_f32(f32_to_f16((float)v));
-    case DT_BF16: return bf16_to_f32(f32_to_bf16((float)v));
-    default: return v;
-  }
+  return dt == DT_F64 ? v : (double)(float)v;
 }
 
 /* float32, unit stride: y1 = x1·c1 − x2·s1, y2 = x2·c2 + x1·s2 (transposed: + x2·s2, − x1·s1) */

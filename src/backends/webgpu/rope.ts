@@ -4,8 +4,8 @@
  * q = j, σ = −1 below h; transposed: q = p, σ = −1 above h). cos and sin are read through their
  * broadcast strides, x through its own (the transposed view of a projection needs no copy).
  *
- * Each product and the sum are rounded to the dtype as the decomposition stores them (f32, or
- * round_f16/round_bf16 on every step for half dtypes). WGSL does not forbid contracting
+ * Each product and the sum are rounded to f32; half dtypes are rounded once at the store, as the
+ * js reference computes kernel ops on halves in float32. WGSL does not forbid contracting
  * x·c + t into an fma, so on a GPU the float32 result is within one extra rounding of the
  * decomposition: |y − dec| ≤ 2^-24·(|x·c| + |x_p·s_q|) (one float32 ulp of the larger term);
  * tests/rope compares within that.
@@ -60,8 +60,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   let pj = select(j - h, j + h, j < h);
   let q = ${a.transposed ? "pj" : "j"};
   let sg = select(1.0, -1.0, ${lo});
-  let ac = ${R(`f32(x[ox + j * p(7u)]) * f32(cs[oc + j * p(8u)])`)};
-  let bs = ${R(`sg * f32(x[ox + pj * p(7u)]) * f32(sn[os + q * p(9u)])`)};
+  let ac = f32(x[ox + j * p(7u)]) * f32(cs[oc + j * p(8u)]);
+  let bs = sg * f32(x[ox + pj * p(7u)]) * f32(sn[os + q * p(9u)]);
   out[p(6u) + i] = ${R("ac + bs")};
 }`;
   const params = [n, D, h, x!.offset, c!.offset, s!.offset, out.offset, xs[nd - 1]!, cs[nd - 1]!, ss[nd - 1]!, ...lead.shape, ...lead.strides.flat()];

@@ -10,6 +10,9 @@
  * computes it element by element with the same roundings (each product and the sum rounded to
  * the dtype, the negation exact), so the op gives the decomposition's bits on js; the native
  * float32 kernel (native/kernels/rope.c) rounds the same way (no contraction), so it is exact too.
+ * float16/bfloat16: like every kernel op on the js backend (and torch's CPU kernels), the op
+ * computes in float32 and rounds once to the half type; the decomposition rounds every op to it,
+ * so the two differ by at most a half ulp of |x·c| + |x_p·s| (tests/rope bound it).
  *
  * With `transposed` the op is the adjoint: y = x·cos + rotate_halfᵀ(x·sin), rotate_halfᵀ(z) =
  * cat(z2, −z1). It is the gradient to x of the forward (and the forward is the gradient of it),
@@ -96,7 +99,8 @@ export const rotary_embedding: KernelOp<RotaryAttrs> = defineOp<RotaryAttrs, Ker
  * The decomposition element by element: with h = D/2 and j the position in the last dim,
  *   forward:    y_j = R(R(x_j·c_j) + R(σ_j·x_p·s_j)),  σ = −1 for j < h, +1 above
  *   transposed: y_j = R(R(x_j·c_j) + R(σ_j·x_p·s_p)),  σ = +1 for j < h, −1 above
- * where p = j ± h is j's partner and R rounds to the dtype (neg and cat are exact).
+ * where p = j ± h is j's partner and R rounds to the dtype (neg and cat are exact; half dtypes
+ * arrive here as float32, the js backend rounding the result to the half type once).
  * @param out - dense, x's shape
  */
 function rotaryReference(x: TensorData, c: TensorData, s: TensorData, transposed: boolean, out: TensorData): void {
