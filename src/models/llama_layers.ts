@@ -9,7 +9,7 @@
  * Every forward is written once (`forward_lazy`, generic over Tensor and LazyTensor).
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py
  */
-import { apply_rotary } from "../graph/ops/rope.ts";
+import { apply_rotary, rotate_half as rope_rotate_half } from "../graph/ops/rope.ts";
 import { arange, ones } from "../lazy/creation.ts";
 import { pow } from "../lazy/free_functions.ts";
 import { cat, dropout } from "../lazy/functional.ts";
@@ -119,11 +119,9 @@ export function scaled_inv_freq(inv_freq: Tensor, rope_scaling: Record<string, u
   return llama;
 }
 
-/** cat(-x2, x1) of the two halves of the last dim (HF rotate_half). */
+/** cat(-x2, x1) of the two halves of the last dim (HF rotate_half; one definition, graph/ops/rope.ts). */
 export function rotate_half<S extends TensorOps<S>>(x: S): S {
-  const half = x.shape[x.ndim - 1]! / 2;
-  const x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-  return cat([x2.neg(), x1], -1);
+  return rope_rotate_half(x);
 }
 
 /**
