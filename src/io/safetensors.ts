@@ -3,7 +3,7 @@
  *
  * - `load(bytes)` / `save(tensors, metadata)`: in memory.
  * - `load_file(path)` / `save_file(tensors, path, metadata)`: on disk. Reading maps the file
- *   (`Bun.mmap`, MAP_PRIVATE, so writes to a loaded array never reach the file) and returns
+ *   (`Bun.mmap` through src/runtime/files.ts, MAP_PRIVATE, so writes to a loaded array never reach the file) and returns
  *   typed-array views on the mapping when the data is aligned; it copies only when it must:
  *   misaligned data, and I64 (Loom keeps int64 as integer values in a Float64Array).
  * - `safe_open(path)`: header now, each tensor on demand.
@@ -21,6 +21,7 @@ import {
   DTYPE_TO_SAFETENSORS, FILE_ITEMSIZE, type HeaderEntry, type SafetensorsHeader, type TensorInfo,
   formatError, headerSizePrefix, layoutEntries, parseHeader, readHeaderSize, serializeHeader,
 } from "./safetensors_header.ts";
+import { mmapFile } from "../runtime/files.ts";
 import { openRegularFile, readAt } from "./files.ts";
 
 /** A tensor as loaded: Loom dtype, shape, and its storage array (see src/tensor/dtype.ts). */
@@ -205,12 +206,9 @@ function mapFile(path: string): Uint8Array {
   const { fd, size } = openFile(path);
   try {
     // mmap rejects empty files (EINVAL); anything shorter than the length field is read and rejected.
-    if (size >= 8 && typeof Bun !== "undefined") {
-      try {
-        return Bun.mmap(path, { shared: false });
-      } catch {
-        // e.g. a filesystem without mmap support: fall through to a plain read.
-      }
+    if (size >= 8) {
+      const mapped = mmapFile(path); // null where the runtime cannot map (Deno) or mmap fails: read instead
+      if (mapped) return mapped;
     }
     return readAt(fd, 0, size);
   } finally {
