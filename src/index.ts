@@ -36,6 +36,7 @@ export { OPS, type OpName } from "./graph/registry.ts";
 export { jsBackend } from "./backends/js/backend.ts";
 export { runtime_info, type RuntimeInfo } from "./lazy/runtime_info.ts";
 export { init_webgpu, webgpuStatus as webgpu_status } from "./backends/webgpu/index.ts";
+export { init_cuda, cudaStatus as cuda_status } from "./backends/cuda/index.ts";
 export * as io from "./io/index.ts";
 export * as nn from "./nn/index.ts";
 export * as optim from "./optim/index.ts";

@@ -48,7 +48,7 @@ export interface CudaLib {
   readonly cublas: string;
   readonly hasCublas: boolean;
   /** The message of the library's last error. */
-  error(): string;
+  lastError(): string;
   /** Address of a typed array's first element. */
   ptr(a: ArrayBufferView): number;
 }
@@ -88,7 +88,7 @@ export function loadCuda(): CudaLib | { error: string } {
   if (sym.loom_cuda_init(Number(process.env.LOOM_CUDA_DEVICE ?? 0)) !== 0) return (cached = { error: `CUDA device init failed: ${error()}` });
   const { opcodes, opEnd } = parseOpNames(f.cstring(sym.loom_cuda_op_names()));
   return (cached = {
-    sym, path: b.path, opcodes, opEnd, error, ptr: (a) => f.ptr(a),
+    sym, path: b.path, opcodes, opEnd, lastError: error, ptr: (a) => f.ptr(a),
     device: f.cstring(sym.loom_cuda_device_name()),
     cublas: f.cstring(sym.loom_cuda_cublas_name()),
     hasCublas: sym.loom_cuda_cublas() === 1,
