@@ -163,7 +163,7 @@ export class CudaBackend implements Backend, Readback {
     this.stats.submits++;
     const failed = this.lib.sym.loom_cuda_submit(w.buf, w.n);
     w.reset();
-    if (failed >= 0) this.fail(`command ${failed} failed`);
+    if (failed !== -1) this.fail(failed >= 0 ? `instruction ${failed} failed` : "submission failed");
   }
 
   /** Run an application on the CPU backend: inputs read back in their own layout (fused programs bake strides). */
