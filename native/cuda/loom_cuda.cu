@@ -105,7 +105,7 @@ LC_EXPORT int loom_cuda_init(int dev) {
   if (!cuda_ok(cudaSetDevice(dev), "cudaSetDevice")) return -1;
   cudaDeviceProp p;
   if (!cuda_ok(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties")) return -1;
-  snprintf(device_name, sizeof device_name, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor, p.totalGlobalMem / 1073741824.0);
+  snprintf(device_name, sizeof device_name, "%.200s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor, p.totalGlobalMem / 1073741824.0);
   if (!cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return -1;
   cublas_loaded = lc_cublas_load(stream, &cublas_name);
   started = 1;

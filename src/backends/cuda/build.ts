@@ -78,10 +78,10 @@ export function buildCuda(opts: { quiet?: boolean; force?: boolean } = {}): Cuda
   const objs = cus.map((_f, i) => join(tmp, `${i}.o`));
   // one compile job per file, then a link that refuses undefined symbols (a missing kernel fails here)
   const script = [
-    "set -e",
+    "st=0",
     ...cus.map((f, i) => `${q(cc)} ${NVCC_FLAGS.map(q).join(" ")} -I${q(tmp)} -c ${q(f)} -o ${q(objs[i]!)} & p${i}=$!`),
-    ...cus.map((_f, i) => `wait $p${i}`),
-    `${q(cc)} -shared -Xlinker -z,defs -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -ldl`,
+    ...cus.map((_f, i) => `wait $p${i} || st=1`), // every job finishes before tmp is removed
+    `[ $st = 0 ] && ${q(cc)} -shared -Xlinker -z,defs -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -ldl`,
   ].join("\n");
   const r = spawnSync(["sh", "-c", script]);
   if (!r.success || !existsSync(join(tmp, "lib.so"))) {
