@@ -25,7 +25,7 @@ import { toContiguous, type TensorData } from "../../tensor/storage.ts";
 import type { Backend, DeviceMemory, InputLayout, PreparedKernel } from "../backend.ts";
 import { jsBackend } from "../js/backend.ts";
 import { nativeBackend } from "../native/backend.ts";
-import { CommandWriter, selectKernel, type DeviceView, type Selection } from "./encode.ts";
+import { CommandWriter, MAX_INPUTS, selectKernel, type DeviceView, type Selection } from "./encode.ts";
 import { COUNTER_HEAD, type CudaLib } from "./ffi.ts";
 import { DevicePool, type DBuf } from "./memory.ts";
 import { CudaData, CudaStorage, isCuda, type Readback } from "./storage.ts";
@@ -54,6 +54,8 @@ export class CudaBackend implements Backend, Readback {
   private readonly eager = new CommandWriter(256);
   /** Fused ops with a device kernel: the graph compiler fuses for "cuda". */
   readonly fusedOps: readonly string[];
+  /** Inputs one instruction may name (LC_MAXIN): the fuser keeps every group within it. */
+  readonly maxKernelInputs = MAX_INPUTS;
 
   constructor(readonly lib: CudaLib) {
     this.pool = new DevicePool({

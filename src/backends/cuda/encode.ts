@@ -9,10 +9,11 @@
  * GELU, scaled masks... are such programs), sum/amax/amin, matmul, lora_linear. Softmax,
  * layer/rms norm and attention are composites of those on the surface (and in plans, fused
  * programs and reductions), so they run on the device too. Everything else runs on the CPU with
- * a counter (`CudaStats.fallbacks`, by op and reason): integer-result elementwise ops (their
- * faults, integer division by zero or a non-finite value stored as an integer, raise on the CPU
- * with the reference's message), the index ops, cumsum, argmax/argmin, sort, cat, and programs
- * larger than the device interpreter's registers.
+ * a counter (`CudaStats.fallbacks`, by op and reason): integer-result elementwise ops that may
+ * fault (integer division by zero, a non-finite value stored as an integer: the CPU raises the
+ * reference's error; `mayFault`), the index ops, cumsum, argmax/argmin, sort, cat, fused ops
+ * other than the two above (the compiler does not create them for "cuda"), and programs larger
+ * than the device interpreter's registers.
  */
 import type { OpDef } from "../../graph/op.ts";
 import type { Program } from "../../graph/passes/program.ts";
