@@ -1,5 +1,5 @@
 /*
- * Matmul for the CUDA library: cuBLAS when it can be loaded (dlopen libcublas.so.13, then .12:
+ * Matmul for the CUDA library: cuBLAS when it can be loaded (dlopen $LOOM_CUBLAS, libcublas.so.13, then .12:
  * no link-time dependency, so the library builds and loads without it), Loom's own tiled kernel
  * otherwise, and for layouts or dtypes cuBLAS does not take.
  *
@@ -33,8 +33,10 @@ static double n_cublas, n_tiled;
 
 int lc_cublas_load(cudaStream_t s, const char **name) {
   if (getenv("LOOM_CUDA_NO_CUBLAS")) { *name = "disabled by LOOM_CUDA_NO_CUBLAS"; return 0; }
-  static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  /* LOOM_CUBLAS: a full path (e.g. pip's nvidia/cublas/lib/libcublas.so.12 beside PyTorch) */
+  const char *names[] = {getenv("LOOM_CUBLAS"), "libcublas.so.13", "libcublas.so.12", "libcublas.so"};
   for (const char *n : names) {
+    if (!n || !n[0]) continue;
     void *h = dlopen(n, RTLD_NOW | RTLD_LOCAL);
     if (!h) continue;
     cublasCreate_t create = (cublasCreate_t)dlsym(h, "cublasCreate_v2");
@@ -49,7 +51,7 @@ int lc_cublas_load(cudaStream_t s, const char **name) {
     *name = n;
     return 1;
   }
-  *name = "libcublas.so.13/.12 not found: Loom's tiled kernel runs every matmul";
+  *name = "libcublas.so.13/.12 not found (LOOM_CUBLAS may name one): Loom's tiled kernel runs every matmul";
   return 0;
 }
 

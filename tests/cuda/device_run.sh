@@ -17,6 +17,11 @@ if [ ! -e node_modules/@huggingface ]; then
 fi
 mkdir -p native/build && cp -n "$b"/libloom_cuda-*.so native/build/ 2>/dev/null || true
 export LOOM_REQUIRE_CUDA=1
+# cuBLAS: the system's, else the one pip installed beside PyTorch (nvidia-cublas-cu12/13)
+if [ -z "${LOOM_CUBLAS:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.1[23]'; then
+  d=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+  for f in "$d"/libcublas.so.13 "$d"/libcublas.so.12; do [ -e "$f" ] && { export LOOM_CUBLAS="$f"; break; }; done
+fi
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L
 if [ "${1:-}" = "--bench" ]; then shift; exec "$BUN" bench/cuda.ts "$@"; fi
 exec "$BUN" test "${@:-tests/cuda}"
