@@ -26,8 +26,12 @@ export interface Readback {
 export class CudaStorage {
   private host: TypedArray | null = null;
 
-  /** `owned`: the buffer returns to the pool when this storage is collected (not workspace regions). */
-  constructor(readonly buf: DBuf, readonly dtype: DType, readonly length: number, private readonly dev: Readback, owned = true) {
+  /**
+   * `owned`: the buffer returns to the pool when this storage is collected, and reads are cached.
+   * Workspace regions are not owned, and not cached: one region has a storage per dtype, and a
+   * write through one would leave another's cached copy stale.
+   */
+  constructor(readonly buf: DBuf, readonly dtype: DType, readonly length: number, private readonly dev: Readback, private readonly owned = true) {
     if (owned) dev.pool.own(this, buf);
   }
 
@@ -38,22 +42,20 @@ export class CudaStorage {
 
   /** The values in Loom's CPU layout (a synchronous readback, cached until the next write). */
   hostSync(): TypedArray {
-    if (!this.host) {
-      const a = allocArray(this.dtype, this.length);
-      this.dev.readInto(a, this.buf.addr, this.length * itemsize[this.dtype]);
-      this.host = a;
-    }
-    return this.host;
+    if (this.host) return this.host;
+    const a = allocArray(this.dtype, this.length);
+    this.dev.readInto(a, this.buf.addr, this.length * itemsize[this.dtype]);
+    if (this.owned) this.host = a;
+    return a;
   }
 
   /** Fill the host cache without blocking JavaScript. */
   async hostAsync(): Promise<TypedArray> {
-    if (!this.host) {
-      const a = allocArray(this.dtype, this.length);
-      await this.dev.readIntoAsync(a, this.buf.addr, this.length * itemsize[this.dtype]);
-      this.host ??= a;
-    }
-    return this.host;
+    if (this.host) return this.host;
+    const a = allocArray(this.dtype, this.length);
+    await this.dev.readIntoAsync(a, this.buf.addr, this.length * itemsize[this.dtype]);
+    if (this.owned) this.host ??= a;
+    return this.host ?? a;
   }
 
   /** The buffer is (about to be) written on the device: drop the host copy. */
