@@ -254,13 +254,14 @@ export class CudaBackend implements Backend, Readback {
     if (!isCuda(dst)) return false;
     let s = src;
     if (isCuda(src) && src.storage === dst.storage) s = this.run(OPS.contiguous, [src], {}, src.shape, src.dtype); // they may overlap
-    const sel = selectKernel(OPS.contiguous, [s], {}, dst.shape, dst.dtype, this.lib.opcodes);
+    if (numel(dst.shape) === 0) return true;
+    let sel = selectKernel(OPS.contiguous, [s], {}, dst.shape, dst.dtype, this.lib.opcodes);
     if (!sel.device) {
-      // an integer copy from a float source, an empty view...: through the host
-      if (numel(dst.shape) === 0) return true;
-      const host = this.onCpu(OPS.contiguous, [s], {}, dst.shape, dst.dtype, sel.reason);
-      const tmp = this.upload(host) as CudaData;
-      return this.write(dst, tmp);
+      // a conversion that may fault (float into an integer view): done on the CPU, which raises
+      // the fault; the converted values are then copied on the device
+      s = this.upload(this.onCpu(OPS.contiguous, [s], {}, dst.shape, dst.dtype, sel.reason));
+      sel = selectKernel(OPS.contiguous, [s], {}, dst.shape, dst.dtype, this.lib.opcodes);
+      if (!sel.device) throw new LoomValueError(`[cuda] cannot write into a ${dst.dtype} view of shape [${dst.shape.join(", ")}] on the device: ${sel.reason}`);
     }
     this.flush();
     const w = this.eager;
