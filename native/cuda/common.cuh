@@ -167,7 +167,7 @@ static inline __device__ double lc_round(int dt, double v) {
 /* ---- host launchers (kernels.cu, matmul.cu), called by the command interpreter (loom_cuda.cu) ---- */
 /**
  * Evaluate program P over its shape and store into `out` (out.nd == P.nd: strided over P's
- * shape; else dense at the linear index). Device pointers: codes, strides, ins (nin ctensors);
+ * shape, as the CPU shim's prog_run). Device pointers: codes, strides, ins (nin ctensors);
  * acc (may be 0): dense doubles over P's shape read by ACC codes.
  */
 cudaError_t lc_launch_prog(cudaStream_t s, const cprog *P, const ccode *codes, const int64_t *strides, const ctensor *ins,

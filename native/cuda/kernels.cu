@@ -161,9 +161,8 @@ __global__ void k_prog(cprog P, const ccode *codes, const int64_t *st, const cte
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     unravel(i, P.nd, P.shape, idx);
     double v = eval_prog(P, codes, st, ins, idx, acc, i, regs);
-    int64_t pos = out.off;
-    if (out.nd == P.nd) for (int d = 0; d < P.nd; d++) pos += idx[d] * out.st[d];
-    else pos += i;
+    int64_t pos = out.off; /* out.nd == P.nd (checked by the parser) */
+    for (int d = 0; d < P.nd; d++) pos += idx[d] * out.st[d];
     lc_store(out.p, out.dt, pos, v);
   }
 }

@@ -434,6 +434,7 @@ static const double *parse_instr(const double *w, const double *end, launch_t *L
     ew_prog(&L->pro, L->op, &L->out, ins.data(), nin);
   } else if (L->op == OP_fused_elementwise) {
     if (!parse_prog(attr, aend, &L->pro, nin)) goto bad_prog;
+    if (L->pro.P.nd != L->out.nd) { set_error("instruction %d: program rank %d != output rank %d", k, L->pro.P.nd, L->out.nd); return nullptr; }
   } else if (L->op == OP_sum || L->op == OP_amax || L->op == OP_amin) {
     if (nin != 1 || nattr < 1) { set_error("instruction %d (%s): malformed", k, OP_NAME[L->op]); return nullptr; }
     load_prog(&L->pro, &ins[0]);
@@ -460,6 +461,7 @@ static const double *parse_instr(const double *w, const double *end, launch_t *L
     L->has_epi = (int)attr[3 + nred];
     const double *p = parse_prog(attr + 4 + nred, aend, &L->pro, nin);
     if (!p || (L->has_epi && !parse_prog(p, aend, &L->epi, nin))) goto bad_prog;
+    if (L->has_epi && L->epi.P.nd != L->out.nd) { set_error("instruction %d: epilogue rank %d != output rank %d", k, L->epi.P.nd, L->out.nd); return nullptr; }
   } else if (L->op == OP_matmul) {
     if (nin != 2 || ins[0].nd < 2 || ins[1].nd < 2 || L->out.nd < 2) { set_error("instruction %d (matmul): malformed", k); return nullptr; }
   } else if (L->op == OP_lora_linear) {
