@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
-import { OPS } from "../../src/graph/registry.ts";
+import { FUSED_OPS, OPS } from "../../src/graph/registry.ts";
 import { buildCuda, cudaLibPath } from "../../src/backends/cuda/build.ts";
 import { CommandWriter, selectKernel } from "../../src/backends/cuda/encode.ts";
 import { COUNTER_HEAD, parseOpNames } from "../../src/backends/cuda/ffi.ts";
@@ -79,6 +79,26 @@ describe.if(NVCC !== null)("CUDA library (nvcc, no GPU needed)", () => {
       expect(sym.loom_cuda_submit(w.buf, w.n)).toBe(-2);
       expect(ffi()!.cstring(sym.loom_cuda_error())).toBe("parsed 2 instructions; loom_cuda_init was not called");
     }
+    // fused_reduce with prologue and epilogue, lora_linear with a bias: the C parser takes the TS encoders' words
+    const load = (input: number, strides: number[]) => ({ k: "load" as const, input, strides, offset: 0, dtype: "float32" as const });
+    const prologue = { shape: [2, 3], code: [load(0, [3, 1]), { k: "op" as const, op: OPS.exp as never, args: [0], dtype: "float32" as const }], out: 1 };
+    const epilogue = { shape: [2], code: [{ k: "acc" as const, dtype: "float32" as const }, load(1, [1]), { k: "op" as const, op: OPS.div as never, args: [0, 1], dtype: "float32" as const }], out: 2 };
+    const fr = selectKernel(FUSED_OPS.fused_reduce, [x, { shape: [2], dtype: "float32" }], { prologue, reduce: OPS.sum, dim: [1], keepdim: false, dtype: "float32", epilogue }, [2], "float32", opcodes);
+    if (!fr.device) throw new Error(fr.reason);
+    const lora = selectKernel(OPS.lora_linear, [x, x, { shape: [1, 3], dtype: "float32" }, { shape: [2, 1], dtype: "float32" }, { shape: [2], dtype: "float32" }], { scaling: 2, has_bias: true }, [2, 2], "float32", opcodes);
+    if (!lora.device) throw new Error(lora.reason);
+    const more = new CommandWriter();
+    more.instr(fr.code, fr.words, { addr: 4096, dtype: "float32", shape: [2], strides: [1], offset: 0 }, [v(8192), { addr: 16384, dtype: "float32", shape: [2], strides: [1], offset: 0 }]);
+    more.instr(lora.code, lora.words, { addr: 4096, dtype: "float32", shape: [2, 2], strides: [2, 1], offset: 0 }, [v(8192), v(12288), v(16384), v(20480), v(24576)]);
+    if (!gpuHere) {
+      expect(sym.loom_cuda_submit(more.buf, more.n)).toBe(-2);
+      expect(ffi()!.cstring(sym.loom_cuda_error())).toBe("parsed 2 instructions; loom_cuda_init was not called");
+    }
+    // an epilogue whose rank differs from the output's is refused (as the CPU shim's prog_run)
+    const wrongRank = new CommandWriter();
+    wrongRank.instr(fr.code, fr.words, { addr: 4096, dtype: "float32", shape: [2, 1], strides: [1, 1], offset: 0 }, [v(8192), { addr: 16384, dtype: "float32", shape: [2], strides: [1], offset: 0 }]);
+    expect(sym.loom_cuda_submit(wrongRank.buf, wrongRank.n)).toBe(0);
+    expect(ffi()!.cstring(sym.loom_cuda_error())).toBe("instruction 0: epilogue rank 1 != output rank 2");
     // an opcode without a CUDA kernel (index_select) in instruction 1
     const bad = new CommandWriter();
     bad.instr(sel.code, sel.words, v(4096), [v(8192), v(12288)]);
