@@ -142,7 +142,8 @@ describe.if(CUDA)("what ran where", () => {
       model.call(ids().to("cuda"), { labels: labels().to("cuda") }).loss!.backward();
     });
     const ran = b.deviceCounters().byOp;
-    for (const op of ["matmul", "fused_elementwise", "fused_reduce"]) expect(ran.get(op) ?? 0).toBeGreaterThan(0);
+    for (const op of ["matmul", "fused_elementwise"]) expect(ran.get(op) ?? 0).toBeGreaterThan(0);
+    expect((ran.get("fused_reduce") ?? 0) + (ran.get("sum") ?? 0)).toBeGreaterThan(0);
     const cpu = [...b.stats.fallbackByOp].filter(([k, n]) => n !== (before.get(k) ?? 0));
     console.warn(`[cuda] CPU runs in the GPT-2 LoRA step: ${cpu.map(([k, n]) => `${k} ×${n - (before.get(k) ?? 0)}`).join("; ") || "none"}`);
     for (const [k] of cpu) expect(k).not.toMatch(/^(matmul|sum|amax|fused_elementwise|fused_reduce):/);
