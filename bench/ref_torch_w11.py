@@ -17,6 +17,7 @@ transformers' modeling_gpt2.py / cache_utils.py (DynamicCache.update, StaticCach
 
     /usr/bin/python3 bench/ref_torch_w11.py            # JSON lines, one per mode
     /usr/bin/python3 bench/ref_torch_w11.py --reps 5 --modes kv,full
+    python3 bench/ref_torch_w11.py --device cuda   # on a GPU (bench/cuda.ts); torch >= 2.0
 
 Metrics per mode (median over --reps generations after one warm-up): tokens/s (112 / whole
 generation), prefill ms, ms per decode step at positions 16, 64 and 127. "Position p" is the
@@ -139,6 +140,8 @@ def generate(model, prompt, mode, stamps):
             logits = model(inp, cache, pos)
         nxt = logits[:, -1].argmax(-1, keepdim=True)  # [B, 1]
         idx = torch.cat([idx, nxt], dim=1)
+        if idx.is_cuda:
+            torch.cuda.synchronize()  # the token exists before it is stamped
         stamps.append(time.perf_counter() - t0)
         inp, pos = nxt, torch.tensor([idx.shape[1] - 1])
     return idx
@@ -149,9 +152,12 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--modes", default="kv,kv_static,full")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda for bench/cuda.ts (factories then default to it)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.device != "cpu":
+        torch.set_default_device(args.device)  # every torch.zeros/arange/tensor above runs there
     model = GPT().eval()
     for n, p in model.named_parameters():  # HF init: N(0, 0.02²), residual projections scaled
         if n.endswith("bias"):
@@ -160,8 +166,8 @@ def main():
             nn.init.ones_(p)
         else:
             nn.init.normal_(p, 0, 0.02 / math.sqrt(2 * NL) if n.endswith("c_proj.weight") or "mlp_proj" in n else 0.02)
-    prompt = torch.randint(0, V, (1, PROMPT), generator=torch.Generator().manual_seed(1))
-    print("# " + json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "python": platform.python_version()}), flush=True)
+    prompt = torch.randint(0, V, (1, PROMPT), generator=torch.Generator("cpu").manual_seed(1), device="cpu").to(args.device)
+    print("# " + json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "python": platform.python_version(), "device": args.device}), flush=True)
     outs = {}
     for mode in args.modes.split(","):
         runs = []

@@ -1,6 +1,7 @@
 /**
  * Loom: a PyTorch-like tensor framework for Bun. `import * as loom from "loom"`.
  */
+import "./runtime/globals.ts"; // first: a browser bundle gets a minimal `process` before any module reads it
 export { Tensor } from "./lazy/tensor.ts";
 export { LazyTensor, realizeAll, compile_plan, explain } from "./lazy/lazy_tensor.ts";
 export { TensorOps, type Scalar, type NestedList } from "./lazy/surface.ts";
@@ -35,7 +36,9 @@ export {
 } from "./scheduler/options.ts";
 export { OPS, type OpName } from "./graph/registry.ts";
 export { jsBackend } from "./backends/js/backend.ts";
+export { runtime_info, type RuntimeInfo } from "./lazy/runtime_info.ts";
 export { init_webgpu, webgpuStatus as webgpu_status } from "./backends/webgpu/index.ts";
+export { init_cuda, cudaStatus as cuda_status } from "./backends/cuda/index.ts";
 export * as io from "./io/index.ts";
 export * as nn from "./nn/index.ts";
 export * as optim from "./optim/index.ts";

@@ -3,7 +3,7 @@
  *
  * - `load(bytes)` / `save(tensors, metadata)`: in memory.
  * - `load_file(path)` / `save_file(tensors, path, metadata)`: on disk. Reading maps the file
- *   (`Bun.mmap`, MAP_PRIVATE, so writes to a loaded array never reach the file) and returns
+ *   (`Bun.mmap` through src/runtime/files.ts, MAP_PRIVATE, so writes to a loaded array never reach the file) and returns
  *   typed-array views on the mapping when the data is aligned; it copies only when it must:
  *   misaligned data, and I64 (Loom keeps int64 as integer values in a Float64Array).
  * - `safe_open(path)`: header now, each tensor on demand.

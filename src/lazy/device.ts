@@ -8,6 +8,7 @@ import type { Backend } from "../backends/backend.ts";
 import { jsBackend } from "../backends/js/backend.ts";
 import { nativeBackend, nativeUnavailableReason } from "../backends/native/backend.ts";
 import { webgpuBackend } from "../backends/webgpu/index.ts";
+import { cudaBackend } from "../backends/cuda/index.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { toContiguous, type TensorData } from "../tensor/storage.ts";
 
@@ -24,8 +25,11 @@ function defaultCpu(): Backend {
 
 const backends = new Map<string, Backend>([["cpu", defaultCpu()]]);
 
-/** Devices opened on first use: "webgpu" (bun-webgpu; throws with the reason when no adapter). */
-const lazyDevices: Record<string, () => Backend> = { webgpu: webgpuBackend };
+/**
+ * Devices opened on first use: "webgpu" (bun-webgpu; throws with the reason when no adapter) and
+ * "cuda" (native/cuda/ through the FFI; throws with the reason when no CUDA device).
+ */
+const lazyDevices: Record<string, () => Backend> = { webgpu: webgpuBackend, cuda: cudaBackend };
 
 export function backendFor(device: string): Backend {
   let b = backends.get(device);

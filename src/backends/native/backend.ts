@@ -1,6 +1,6 @@
 /**
  * The native backend: registry ops and the graph compiler's fused ops run as C kernels (native/)
- * through bun:ffi.
+ * through the runtime's FFI (bun:ffi or Deno.dlopen: src/runtime/ffi.ts).
  *
  * Eager ops: one synchronous FFI call each, with a one-instruction command buffer.
  * Compiled plans: `prepare` returns kernels that append their instruction to the open batch, and

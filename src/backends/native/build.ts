@@ -8,10 +8,13 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
+import { moduleDir } from "../../runtime/files.ts";
+import { spawnSync } from "../../runtime/process.ts";
 import { opTableHeader } from "./optable.ts";
 
-export const NATIVE_DIR = resolve(import.meta.dir, "../../../native");
-export const BUILD_DIR = join(NATIVE_DIR, "build");
+// "" in a browser bundle (no files): the path is then never used, since there is no FFI either
+export const NATIVE_DIR = moduleDir(import.meta) ? resolve(moduleDir(import.meta), "../../../native") : "";
+export const BUILD_DIR = NATIVE_DIR && join(NATIVE_DIR, "build");
 /**
  * Flags: -O3 -march=native for this CPU's vectors, pthreads for the pool, no OpenMP;
  * -ffp-contract=off so a·b + c is never fused into an FMA (the js reference rounds twice);
@@ -20,7 +23,7 @@ export const BUILD_DIR = join(NATIVE_DIR, "build");
 export const CFLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-pthread", "-fno-math-errno", "-ffp-contract=off", "-fopenmp-simd", "-Wall"];
 
 /** Where the generated header (ops.gen.h: the opcode table, from the registry) is written. */
-export const GEN_DIR = join(BUILD_DIR, "gen");
+export const GEN_DIR = BUILD_DIR && join(BUILD_DIR, "gen");
 
 /** Write ops.gen.h when its text changed (tmp + rename: a concurrent build never reads half a file). */
 function writeOpTable(): string {
@@ -56,12 +59,12 @@ function buildHash(files: readonly string[]): string {
 
 /** Path of the built library, building it if the cached one is missing or stale. */
 export function buildNative(opts: { quiet?: boolean } = {}): BuildResult {
-  if (!existsSync(join(NATIVE_DIR, "shim.c"))) return { ok: false, reason: `native sources not found in ${NATIVE_DIR}` };
+  if (!NATIVE_DIR || !existsSync(join(NATIVE_DIR, "shim.c"))) return { ok: false, reason: `native sources not found in ${NATIVE_DIR}` };
   const files = sources();
   const lib = join(BUILD_DIR, `libloom-${buildHash(files)}.so`);
   if (existsSync(lib)) return { ok: true, path: lib, cached: true };
   const cc = compiler();
-  const probe = Bun.spawnSync([cc, "--version"], { stdout: "ignore", stderr: "ignore" });
+  const probe = spawnSync([cc, "--version"], { output: "ignore" });
   if (!probe.success) {
     return { ok: false, reason: `no C compiler ('${cc}' not found; install gcc or set CC) — Loom uses its js backend` };
   }
@@ -79,9 +82,9 @@ export function buildNative(opts: { quiet?: boolean } = {}): BuildResult {
     `${q(cc)} -shared -pthread -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -lmvec -lm -ldl`,
   ].join("\n");
   // `wait` loses the compile jobs' statuses; a missing object then fails the link with the compiler's message
-  const r = Bun.spawnSync(["sh", "-c", script], { stdout: "pipe", stderr: "pipe" });
+  const r = spawnSync(["sh", "-c", script]);
   if (!r.success || !existsSync(join(tmp, "lib.so"))) {
-    const msg = r.stderr.toString().trim().split("\n").slice(0, 20).join("\n");
+    const msg = r.stderr.trim().split("\n").slice(0, 20).join("\n");
     rmSync(tmp, { recursive: true, force: true });
     return { ok: false, reason: `native build failed (${cc}):\n${msg}` };
   }

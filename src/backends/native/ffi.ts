@@ -1,31 +1,32 @@
 /**
- * Loading the native shim with bun:ffi: build (or reuse) the library, dlopen it, start its pool,
+ * Loading the native shim through the runtime's FFI (bun:ffi or Deno.dlopen, src/runtime/ffi.ts):
+ * build (or reuse) the library, dlopen it, start its pool,
  * and derive the opcode of every op from the names the shim exports (one table, in C).
  */
-import { CString, dlopen, FFIType, type Pointer } from "bun:ffi";
+import { ffi, ffiUnavailableReason, type FfiLibrary } from "../../runtime/ffi.ts";
 import { buildNative } from "./build.ts";
 
 const SYMBOLS = {
-  loom_abi_version: { args: [], returns: FFIType.i32 },
-  loom_op_names: { args: [], returns: FFIType.ptr },
-  loom_init: { args: [FFIType.i32], returns: FFIType.i32 },
-  loom_exec: { args: [FFIType.ptr, FFIType.f64], returns: FFIType.i32 },
-  loom_error: { args: [], returns: FFIType.ptr },
-  loom_submit: { args: [FFIType.ptr, FFIType.f64, FFIType.ptr, FFIType.i32], returns: FFIType.ptr },
-  loom_done: { args: [FFIType.ptr], returns: FFIType.i32 },
-  loom_wait: { args: [FFIType.ptr], returns: FFIType.i32 },
-  loom_cmd_error: { args: [FFIType.ptr], returns: FFIType.ptr },
-  loom_release: { args: [FFIType.ptr], returns: FFIType.void },
-  loom_counters: { args: [FFIType.ptr], returns: FFIType.void },
-  loom_profile_buffer: { args: [FFIType.ptr, FFIType.f64], returns: FFIType.void },
-  loom_blas_available: { args: [], returns: FFIType.i32 },
-  loom_blas_name: { args: [], returns: FFIType.ptr },
-  loom_alloc: { args: [FFIType.f64], returns: FFIType.ptr },
-  loom_free_fn: { args: [], returns: FFIType.ptr },
-  loom_pool_stats: { args: [FFIType.ptr], returns: FFIType.void },
+  loom_abi_version: { args: [], returns: "i32" },
+  loom_op_names: { args: [], returns: "ptr" },
+  loom_init: { args: ["i32"], returns: "i32" },
+  loom_exec: { args: ["ptr", "f64"], returns: "i32" },
+  loom_error: { args: [], returns: "ptr" },
+  loom_submit: { args: ["ptr", "f64", "ptr", "i32"], returns: "ptr" },
+  loom_done: { args: ["ptr"], returns: "i32" },
+  loom_wait: { args: ["ptr"], returns: "i32" },
+  loom_cmd_error: { args: ["ptr"], returns: "ptr" },
+  loom_release: { args: ["ptr"], returns: "void" },
+  loom_counters: { args: ["ptr"], returns: "void" },
+  loom_profile_buffer: { args: ["ptr", "f64"], returns: "void" },
+  loom_blas_available: { args: [], returns: "i32" },
+  loom_blas_name: { args: [], returns: "ptr" },
+  loom_alloc: { args: ["f64"], returns: "ptr" },
+  loom_free_fn: { args: [], returns: "ptr" },
+  loom_pool_stats: { args: ["ptr"], returns: "void" },
 } as const;
 
-export type NativeSymbols = ReturnType<typeof dlopen<typeof SYMBOLS>>["symbols"];
+export type NativeSymbols = FfiLibrary<typeof SYMBOLS>["symbols"];
 
 export interface NativeLib {
   readonly sym: NativeSymbols;
@@ -40,8 +41,8 @@ export interface NativeLib {
 export const ABI_VERSION = 2;
 
 /** Read a NUL-terminated C string returned by the shim. */
-export function cstr(p: Pointer | bigint | null): string {
-  return p ? new CString(p as Pointer).toString() : "";
+export function cstr(p: number | null): string {
+  return ffi()!.cstring(p);
 }
 
 let cached: NativeLib | { error: string } | undefined;
@@ -52,10 +53,12 @@ let cached: NativeLib | { error: string } | undefined;
  */
 export function loadNative(): NativeLib | { error: string } {
   if (cached) return cached;
+  const f = ffi();
+  if (!f) return (cached = { error: ffiUnavailableReason() });
   const b = buildNative({ quiet: true });
   if (!b.ok) return (cached = { error: b.reason });
   try {
-    const lib = dlopen(b.path, SYMBOLS);
+    const lib = f.dlopen(b.path, SYMBOLS);
     const sym = lib.symbols;
     if (sym.loom_abi_version() !== ABI_VERSION) return (cached = { error: `native ABI ${sym.loom_abi_version()} != ${ABI_VERSION}` });
     // one name per opcode ("" where the op has no native kernel), then the trailing comma's ""

@@ -1,6 +1,6 @@
 /**
  * Generated native kernels: C per fused program (jit_codegen.ts), compiled with the system C
- * compiler into a shared library, loaded with bun:ffi's dlopen, and run by the shim's `jit_call`
+ * compiler into a shared library, loaded with the runtime's dlopen (src/runtime/ffi.ts), and run by the shim's `jit_call`
  * instruction (native/kernels/jit.c) on Loom's pool, in the plan's command buffer.
  *
  * Catalog entries (backends/catalog.ts), each with its contract against the float64 reference:
@@ -28,7 +28,6 @@
  * a compile that fails prints one message on stderr and its kernels run the exact kernel instead.
  * `LOOM_JIT_CC` names the compiler (default `CC`, else `cc`).
  */
-import { dlopen, FFIType, ptr } from "bun:ffi";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
@@ -38,6 +37,8 @@ import { isContiguous, numel } from "../../tensor/shape.ts";
 import type { PreparedKernel } from "../backend.ts";
 import type { Application, Contract, Implementation } from "../catalog.ts";
 import { loomCacheDir } from "../../io/files.ts";
+import { ffi } from "../../runtime/ffi.ts";
+import { spawnSync, type SpawnResult } from "../../runtime/process.ts";
 import type { NativeBackend } from "./backend.ts";
 import { compiler as systemCompiler } from "./build.ts";
 import { genElementwise, genReduce, unsupported, unsupportedReduce, type Generated } from "./jit_codegen.ts";
@@ -99,11 +100,7 @@ function haveCompiler(): boolean {
   const cc = compiler();
   let ok = probes.get(cc);
   if (ok === undefined) {
-    try {
-      ok = Bun.spawnSync([cc, "--version"], { stdout: "ignore", stderr: "ignore" }).success;
-    } catch {
-      ok = false;
-    }
+    ok = ffi() !== null && spawnSync([cc, "--version"], { output: "ignore" }).success;
     probes.set(cc, ok);
     if (!ok) warnOnce(`no C compiler ('${cc} --version' failed; set CC or LOOM_JIT_CC)`);
   }
@@ -142,11 +139,11 @@ function hashOf(text: string): string {
 /** Load `names` from the library at `path` into their entries; false when that fails. */
 function load(path: string, es: readonly Entry[]): boolean {
   try {
-    const spec = Object.fromEntries(es.map((e) => [e.name, { args: [], returns: FFIType.void }]));
-    const lib = dlopen(path, spec);
+    const spec = Object.fromEntries(es.map((e) => [e.name, { args: [], returns: "void" } as const]));
+    const lib = ffi()!.dlopen(path, spec);
     libs.push(lib);
     for (const e of es) {
-      const p = (lib.symbols[e.name] as unknown as { ptr: number }).ptr;
+      const p = lib.address(e.name);
       if (!p) return false;
       e.slot[0] = Number(p);
       e.state = "ok";
@@ -207,19 +204,17 @@ function compilePending(): void {
       const cfile = `${tmp}.c`;
       writeFileSync(cfile, src);
       const cc = compiler();
-      let r: ReturnType<typeof Bun.spawnSync>;
-      try {
-        r = Bun.spawnSync([cc, ...JIT_CFLAGS, "-o", tmp, cfile, "-lmvec", "-lm"], { stdout: "pipe", stderr: "pipe" });
-      } catch (err) {
+      const r: SpawnResult = spawnSync([cc, ...JIT_CFLAGS, "-o", tmp, cfile, "-lmvec", "-lm"]);
+      if (r.exitCode === -1) {
         rmSync(cfile, { force: true });
-        return fail(`'${cc}' could not run (${(err as Error).message})`);
+        return fail(`'${cc}' could not run (${r.stderr})`);
       }
       jitStats.compiles++;
       jitStats.compileMs += performance.now() - t0;
       if (!r.success || !existsSync(tmp)) {
         rmSync(tmp, { force: true });
         rmSync(cfile, { force: true });
-        const msg = r.stderr?.toString().trim().split("\n").slice(0, 5).join("\n") ?? "";
+        const msg = r.stderr.trim().split("\n").slice(0, 5).join("\n");
         return fail(`${cc} failed (exit ${r.exitCode})${msg ? `:\n${msg}` : ""}`);
       }
       renameSync(cfile, so.replace(/\.so$/, ".c")); // kept beside the library, for reading
@@ -237,7 +232,7 @@ function compilePending(): void {
 export function jitKernel(b: NativeBackend, a: Application, g: Generated): PreparedKernel {
   const e = entryFor(g);
   const exact = b.prepare(a.op, a.inputs, a.attrs, a.shape, a.dtype);
-  const run = b.instruction("jit_call", [ptr(e.slot), g.tasks, g.grain, ...g.params]);
+  const run = b.instruction("jit_call", [ffi()!.ptr(e.slot), g.tasks, g.grain, ...g.params]);
   return (ins, out) => {
     if (e.state === "pending") compilePending();
     if (e.state !== "ok" || !isContiguous(out.shape, out.strides)) return exact(ins, out);

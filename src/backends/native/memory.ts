@@ -12,7 +12,8 @@
  * it was not submitted yet) and then becomes a plain property; the native backend itself reads
  * the storage through `RAW` without waiting, since the shim runs command buffers in order.
  */
-import { toArrayBuffer, type Pointer } from "bun:ffi";
+import { ffi } from "../../runtime/ffi.ts";
+import { gc } from "../../runtime/sync.ts";
 import type { DType, TypedArray } from "../../tensor/dtype.ts";
 import { allocArray, itemsize } from "../../tensor/dtype.ts";
 import type { TensorData } from "../../tensor/storage.ts";
@@ -30,23 +31,27 @@ const CTORS: Record<DType, ArrayCtor> = {
   int32: Int32Array, int8: Int8Array, uint8: Uint8Array, bool: Uint8Array,
 };
 
-/** Pooled native allocations for host tensors. */
+/** Whether the runtime's FFI can hand native memory to the collector (bun:ffi can, Deno cannot). */
+const ADOPTS = ffi()?.name === "bun:ffi";
+
+/** Pooled native allocations for host tensors (plain arrays where the runtime cannot adopt native memory). */
 export class HostMemory {
-  private readonly freeFn: Pointer;
+  private readonly freeFn: number;
 
   constructor(private readonly lib: NativeLib) {
-    this.freeFn = lib.sym.loom_free_fn() as Pointer;
+    this.freeFn = lib.sym.loom_free_fn() ?? 0;
   }
 
   /** An uninitialized storage array of n elements (zeroed when small). */
   array(dtype: DType, n: number): TypedArray {
     const bytes = n * itemsize[dtype];
     if (bytes < POOL_MIN_BYTES) return allocArray(dtype, n);
-    const p = this.lib.sym.loom_alloc(bytes) as Pointer | null;
+    if (!ADOPTS) return allocArray(dtype, n); // the runtime cannot free native memory on collection (Deno)
+    const p = this.lib.sym.loom_alloc(bytes);
     if (!p) return allocArray(dtype, n); // the pool refused (too large): a plain array
     this.pressure(bytes);
     // the deallocator (loom_free) gets (bytes, context) when the ArrayBuffer is collected
-    const ab = (toArrayBuffer as unknown as (p: Pointer, off: number, len: number, ctx: Pointer, fn: Pointer) => ArrayBuffer)(p, 0, bytes, p, this.freeFn);
+    const ab = ffi()!.adopt(p, bytes, this.freeFn)!;
     return new CTORS[dtype](ab, 0, n);
   }
 
@@ -75,7 +80,7 @@ export class HostMemory {
     this.sinceGc += bytes;
     if (this.sinceGc < this.budget) return;
     this.sinceGc = 0;
-    Bun.gc(true);
+    gc();
     this.budget = Math.max(GC_MIN_BYTES, this.stats().live);
   }
 

@@ -11,7 +11,7 @@
  *   · CONST [3, ...as LOAD] (all strides 0: a dedicated register filled once per task)
  * with registers allocated here (a register is reused once its value is dead).
  */
-import { ptr, type Pointer } from "bun:ffi";
+import { ffi } from "../../runtime/ffi.ts";
 import type { OpDef } from "../../graph/op.ts";
 import { INDEX_CALLERS, type IndexAttrs } from "../../graph/ops/linalg_index.ts";
 import type { OpName } from "../../graph/registry.ts";
@@ -44,6 +44,10 @@ export const RAW = Symbol("loom.native.raw");
 export function rawData(t: TensorData): TypedArray {
   return ((t as { [RAW]?: TypedArray })[RAW] ?? t.data) as TypedArray;
 }
+
+/** The runtime's address-of, looked up on first use (only the native backend, which has an FFI, calls it). */
+const ptr = (a: ArrayBufferView): number => (ptrFn ??= ffi()!.ptr)(a);
+let ptrFn: ((a: ArrayBufferView) => number) | undefined;
 
 /** Address of a typed array's first element (0 for an empty one: kernels never read it). */
 export function addr(a: TypedArray): number {
@@ -148,7 +152,7 @@ export function chainProgram(chain: readonly FusedStep[], inputs: readonly Tenso
 export class ProgramWriter {
   buf: Float64Array;
   /** Address of buf (stable while buf is not regrown: the GC does not move typed arrays). */
-  bufAddr: Pointer;
+  bufAddr: number;
   n = 0;
   /** Buffers named by the program, held alive while it may run (retain mode). */
   readonly keep: TypedArray[] = [];

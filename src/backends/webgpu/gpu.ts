@@ -1,8 +1,11 @@
 /// <reference types="@webgpu/types" />
 /**
- * Opening the WebGPU device through `bun-webgpu` (Dawn). Opening is synchronous: Dawn's
+ * Opening the WebGPU device. Under Bun through `bun-webgpu` (Dawn), synchronously: Dawn's
  * callbacks fire inside `wgpuInstanceProcessEvents`, so we pump it until the adapter/device
  * promise has settled (`Bun.peek`), which lets `x.to("webgpu")` work without an `await`.
+ * Under Deno and in a browser through the built-in `navigator.gpu` (Dawn in Chromium, wgpu in
+ * Deno; Metal on macOS either way), which only opens asynchronously: `await loom.init_webgpu()`
+ * first, and read results with `await t.data()`.
  *
  * On Linux without a GPU, Mesa's lavapipe (`mesa-vulkan-drivers` from Debian bookworm-backports)
  * gives a real Vulkan device on the CPU. Without any adapter, `openGpu()` returns the reason and
@@ -22,25 +25,13 @@ export interface GpuContext {
   readonly errors: string[];
 }
 
+import { RUNTIME } from "../../runtime/detect.ts";
+import { waitSync } from "../../runtime/sync.ts";
+
 let opened: { ctx: GpuContext | null; reason: string } | null = null;
 
-/**
- * Pump Dawn's events until `p` settles and return its value (throws its rejection).
- * Spins briefly, then sleeps in 20 µs steps so a software device's worker threads get the CPU.
- */
-export function waitSync<T>(p: Promise<T>, processEvents: () => void): T {
-  let spins = 0;
-  while (Bun.peek.status(p) === "pending") {
-    processEvents();
-    if (++spins > 64) Bun.sleepSync(0.02);
-  }
-  const v = Bun.peek(p);
-  if (Bun.peek.status(p) === "rejected") {
-    p.catch(() => {}); // handled here: keep it from being reported as unhandled
-    throw v;
-  }
-  return v as T;
-}
+/** Pump events until `p` settles and return its value (Bun only: src/runtime/sync.ts). */
+export { waitSync };
 
 function describe(info: GPUAdapterInfo): string {
   const parts = [info.device, info.description].filter((s) => s && s.length > 0);
@@ -56,9 +47,11 @@ let loadError = "";
  * has imported it: `initGpu()` imports it; `openGpu()` alone works once it is loaded.
  */
 export async function initGpu(): Promise<{ ctx: GpuContext | null; reason: string }> {
-  if (!loaded && typeof Bun !== "undefined") {
+  if (RUNTIME !== "bun") return (opened ??= await openNavigatorGpu());
+  if (!loaded) {
     try {
-      loaded = (await import("bun-webgpu")) as BunWebGpu;
+      const spec = "bun-" + "webgpu";
+      loaded = (await import(spec)) as BunWebGpu;
     } catch (e) {
       loadError = `bun-webgpu could not be loaded (npm install bun-webgpu): ${(e as Error).message}`;
     }
@@ -72,10 +65,14 @@ export async function initGpu(): Promise<{ ctx: GpuContext | null; reason: strin
  */
 export function openGpu(): { ctx: GpuContext | null; reason: string } {
   if (opened) return opened;
-  if (typeof Bun === "undefined") return (opened = { ctx: null, reason: "the webgpu backend needs Bun (bun-webgpu loads Dawn through bun:ffi)" });
+  if (RUNTIME !== "bun") {
+    const has = typeof navigator !== "undefined" && "gpu" in navigator && navigator.gpu;
+    return { ctx: null, reason: has ? `on ${RUNTIME} the WebGPU device opens asynchronously: \`await loom.init_webgpu()\` once first` : `no WebGPU on ${RUNTIME} (navigator.gpu is missing)` };
+  }
   if (!loaded) {
     try {
-      loaded = import.meta.require("bun-webgpu") as BunWebGpu; // works once anything imported it
+      const spec = "bun-" + "webgpu"; // computed: a browser bundle must not pull in bun-webgpu (Dawn through bun:ffi)
+      loaded = import.meta.require(spec) as BunWebGpu; // works once anything imported it
     } catch {
       return { ctx: null, reason: loadError || "bun-webgpu is not loaded yet: `await loom.init_webgpu()` once first (or import \"bun-webgpu\" before using the device)" };
     }
@@ -114,6 +111,35 @@ function tryOpen(mod: BunWebGpu): { ctx: GpuContext | null; reason: string } {
     const description = describe(info);
     return {
       ctx: { device, description, software: (info as { architecture?: string }).architecture === "software" || /llvmpipe|swiftshader|lavapipe/i.test(description), processEvents: pump, errors },
+      reason: "",
+    };
+  } catch (e) {
+    return { ctx: null, reason: `opening the WebGPU device failed: ${(e as Error).message}` };
+  }
+}
+
+/**
+ * Open the runtime's own WebGPU (`navigator.gpu`: Deno, browsers). Events need no pumping there:
+ * promises settle on the event loop, so every read must be awaited.
+ */
+async function openNavigatorGpu(): Promise<{ ctx: GpuContext | null; reason: string }> {
+  const gpu = typeof navigator !== "undefined" ? (navigator as Navigator & { gpu?: GPU }).gpu : undefined;
+  if (!gpu) return { ctx: null, reason: `no WebGPU on ${RUNTIME} (navigator.gpu is missing${RUNTIME === "deno" ? "; Deno 2 has it on Linux/macOS/Windows with a GPU or a Vulkan driver" : ": enable WebGPU in the browser"})` };
+  try {
+    const adapter = await gpu.requestAdapter();
+    if (!adapter) return { ctx: null, reason: `no WebGPU adapter on ${RUNTIME} (navigator.gpu.requestAdapter() returned null)` };
+    const requiredLimits: Record<string, number> = {};
+    for (const k of ["maxStorageBuffersPerShaderStage", "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup"]) {
+      const v = (adapter.limits as unknown as Record<string, unknown>)[k];
+      if (typeof v === "number") requiredLimits[k] = v;
+    }
+    const device = await adapter.requestDevice({ requiredLimits });
+    const errors: string[] = [];
+    device.addEventListener("uncapturederror", (ev) => { errors.push((ev as GPUUncapturedErrorEvent).error.message); });
+    const info = (adapter as GPUAdapter & { info?: GPUAdapterInfo }).info;
+    const description = info ? describe(info) : "WebGPU adapter";
+    return {
+      ctx: { device, description, software: (info as { architecture?: string } | undefined)?.architecture === "software" || /llvmpipe|swiftshader|lavapipe/i.test(description), processEvents: () => {}, errors },
       reason: "",
     };
   } catch (e) {

@@ -14,6 +14,7 @@
  * lands before the not-yet-submitted batch; uploads therefore take only buffers that the current
  * batch does not touch (`lastBatch`).
  */
+import { gc } from "../../runtime/sync.ts";
 
 /** A pooled GPU buffer. `size` is its bucket size in bytes. */
 export interface PBuf {
@@ -133,7 +134,7 @@ export class BufferPool {
     this.sinceSweep = 0;
     this.createdSinceSweep = 0;
     this.stats.sweeps++;
-    if (typeof Bun !== "undefined") Bun.gc(true);
+    gc();
     const keep: typeof this.owners = [];
     for (const e of this.owners) {
       if (e.owner.returned) continue;

@@ -1,0 +1,192 @@
+/*
+ * Shared definitions of Loom's CUDA library (native/cuda/): opcodes (the same generated table as
+ * the CPU shim, native/kernels/common.h), the device-side forms of the command buffer's tensors
+ * and expression programs, and the value conversions of src/tensor/dtype.ts for device code.
+ *
+ * Kernels compute in double, as the js reference and the CPU shim do, and round once on store
+ * (an intermediate of a program is rounded to its dtype as storing it would). Storage follows
+ * src/tensor/dtype.ts: int64 lives in a double array holding integers, float16/bfloat16 are raw
+ * bits, bool is a byte 0/1.
+ */
+#ifndef LOOM_CUDA_COMMON_CUH
+#define LOOM_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <math_constants.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "ops.gen.h"
+
+enum { DT_F32 = 0, DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64, DT_I8, DT_U8, DT_BOOL };
+
+#define LC_MAXD 16
+#define LC_MAXIN 64
+/** Registers of one program evaluated per thread (local memory); larger programs run on the CPU. */
+#define LC_MAXREGS 32
+#define LC_MAXCODE 2048
+
+#define LOOM_ENUM_EW(n) OP_##n,
+enum { LOOM_REGISTRY_EW_OPS(LOOM_ENUM_EW) OP_EW_END, OP_K_BEGIN = OP_EW_END - 1, LOOM_REGISTRY_KERNEL_OPS(LOOM_ENUM_EW) OP_END };
+
+/** A strided view on a device buffer (the command buffer's tensor, parsed on the host). */
+typedef struct {
+  uint64_t p; /* device address */
+  int dt, nd;
+  int64_t off;
+  int64_t shape[LC_MAXD];
+  int64_t st[LC_MAXD];
+} ctensor;
+
+/*
+ * A program (src/backends/native/program.ts encodeProgram), parsed on the host into fixed-size
+ * codes that kernels read from device memory:
+ *   LOAD/CONST: reg[dst] = input[off + in.off + Σ idx[d]·strides[st + d]]
+ *   OP:         reg[dst] = round(dt, op(reg[a], reg[b], reg[c]))
+ *   ACC:        reg[dst] = acc[linear index]
+ */
+enum { PC_LOAD = 0, PC_OP = 1, PC_ACC = 2, PC_CONST = 3 };
+typedef struct {
+  int kind, dst, input, op, dt, a, b, c;
+  int64_t off;
+  int st; /* LOAD/CONST: index of its nd strides in the program's stride array */
+} ccode;
+typedef struct {
+  int nd, nregs, ncode, out;
+  int64_t shape[LC_MAXD];
+} cprog;
+
+/** Reduction kinds (fused_reduce attrs). */
+enum { RED_SUM = 0, RED_MAX = 1, RED_MIN = 2 };
+
+static inline __host__ __device__ int dt_size(int dt) {
+  switch (dt) {
+    case DT_F32: case DT_I32: return 4;
+    case DT_F64: case DT_I64: return 8;
+    case DT_F16: case DT_BF16: return 2;
+    default: return 1;
+  }
+}
+
+/* ---- half precision: the same bits as src/tensor/dtype.ts (and native/kernels/common.h) ----- */
+static inline __device__ float lc_f16_to_f32(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+  if (e == 0) {
+    float v = (float)m * 5.9604644775390625e-8f; /* 2^-24 */
+    return (h & 0x8000) ? -v : v;
+  }
+  if (e == 31) x = s | 0x7f800000u | (m << 13);
+  else x = s | ((e + 112) << 23) | (m << 13);
+  return __uint_as_float(x);
+}
+
+static inline __device__ uint16_t lc_f32_to_f16(float v) {
+  uint32_t x = __float_as_uint(v);
+  uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+  int e = (int)exp - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    mant |= 0x800000;
+    int shift = 14 - e;
+    uint32_t half = 1u << (shift - 1), r = mant >> shift, rem = mant & ((1u << shift) - 1);
+    if (rem > half || (rem == half && (r & 1))) r++;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = mant >> 13, rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) {
+    r++;
+    if (r == 0x400) { r = 0; e++; if (e >= 31) return (uint16_t)(sign | 0x7c00); }
+  }
+  return (uint16_t)(sign | ((uint32_t)e << 10) | r);
+}
+
+static inline __device__ float lc_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+static inline __device__ uint16_t lc_f32_to_bf16(float v) {
+  uint32_t x = __float_as_uint(v);
+  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)(((x >> 16) | 0x40) & 0xffff);
+  uint32_t lsb = (x >> 16) & 1;
+  return (uint16_t)(((x + 0x7fff + lsb) >> 16) & 0xffff);
+}
+
+/** JavaScript's ToInt32-style wrap of a double into [0, mod) (NaN and infinities give 0). */
+static inline __device__ uint32_t lc_wrap(double d, double mod) {
+  if (!isfinite(d)) return 0;
+  double t = trunc(d);
+  if (t >= 0 && t < mod) return (uint32_t)t;
+  double m = fmod(t, mod);
+  if (m < 0) m += mod;
+  return (uint32_t)m;
+}
+
+/** Element i of a buffer of dtype dt at device address p, as a double. */
+static inline __device__ double lc_load(uint64_t p, int dt, int64_t i) {
+  switch (dt) {
+    case DT_F32: return ((const float *)p)[i];
+    case DT_F64: case DT_I64: return ((const double *)p)[i];
+    case DT_F16: return lc_f16_to_f32(((const uint16_t *)p)[i]);
+    case DT_BF16: return lc_bf16_to_f32(((const uint16_t *)p)[i]);
+    case DT_I32: return ((const int32_t *)p)[i];
+    case DT_I8: return ((const int8_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+  }
+}
+
+/** Store v as element i with the js backend's conversions (src/tensor/dtype.ts). */
+static inline __device__ void lc_store(uint64_t p, int dt, int64_t i, double v) {
+  switch (dt) {
+    case DT_F32: ((float *)p)[i] = (float)v; break;
+    case DT_F64: ((double *)p)[i] = v; break;
+    case DT_I64: { double t = isnan(v) ? 0 : trunc(v); ((double *)p)[i] = t + 0.0; break; }
+    case DT_F16: ((uint16_t *)p)[i] = lc_f32_to_f16((float)v); break;
+    case DT_BF16: ((uint16_t *)p)[i] = lc_f32_to_bf16((float)v); break;
+    case DT_I32: ((int32_t *)p)[i] = (int32_t)lc_wrap(v, 4294967296.0); break;
+    case DT_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)lc_wrap(v, 256.0); break;
+    case DT_U8: ((uint8_t *)p)[i] = (uint8_t)lc_wrap(v, 256.0); break;
+    default: ((uint8_t *)p)[i] = v != 0; break; /* bool: NaN is truthy, as `v !== 0` */
+  }
+}
+
+/** v rounded as storing it as dt and loading it back gives (a program's intermediates). */
+static inline __device__ double lc_round(int dt, double v) {
+  switch (dt) {
+    case DT_F64: return v;
+    case DT_F32: return (double)(float)v;
+    case DT_F16: return lc_f16_to_f32(lc_f32_to_f16((float)v));
+    case DT_BF16: return lc_bf16_to_f32(lc_f32_to_bf16((float)v));
+    case DT_I64: return isnan(v) ? 0.0 : trunc(v) + 0.0;
+    case DT_I32: return (double)(int32_t)lc_wrap(v, 4294967296.0);
+    case DT_I8: return (double)(int8_t)(uint8_t)lc_wrap(v, 256.0);
+    case DT_U8: return (double)(uint8_t)lc_wrap(v, 256.0);
+    default: return v != 0 ? 1.0 : 0.0;
+  }
+}
+
+/* ---- host launchers (kernels.cu, matmul.cu), called by the command interpreter (loom_cuda.cu) ---- */
+/**
+ * Evaluate program P over its shape and store into `out` (out.nd == P.nd: strided over P's
+ * shape, as the CPU shim's prog_run). Device pointers: codes, strides, ins (nin ctensors);
+ * acc (may be 0): dense doubles over P's shape read by ACC codes.
+ */
+cudaError_t lc_launch_prog(cudaStream_t s, const cprog *P, const ccode *codes, const int64_t *strides, const ctensor *ins,
+                           const ctensor *out, const double *acc);
+/**
+ * Fold program P over the dims flagged in `isred` (kind RED_*), rounding each result to `dt`.
+ * Results go to `acc` (dense doubles over the kept dims) when non-null, else to `out`.
+ */
+cudaError_t lc_launch_reduce(cudaStream_t s, const cprog *P, const ccode *codes, const int64_t *strides, const ctensor *ins,
+                             int kind, int dt, const unsigned char *isred, double *acc, const ctensor *out);
+/** out = a @ b with matmul's broadcasting (cuBLAS when loaded and the layouts allow, else the tiled kernel). */
+cudaError_t lc_matmul(cudaStream_t s, const ctensor *a, const ctensor *b, const ctensor *out);
+/** out[i] = R(R(y[i] + bias[i % n]) + R(d[i]·s)) (no bias: R(y[i] + R(d[i]·s))), y and d dense; lora.ts loraDecomposed. */
+cudaError_t lc_launch_lora_combine(cudaStream_t s, const ctensor *out, uint64_t y, uint64_t d, const ctensor *bias, double scale);
+/** 1 when cuBLAS was loaded (dlopen libcublas.so.13 / .12), its soname in *name. */
+int lc_cublas_load(cudaStream_t s, const char **name);
+/** Counters of matmul paths: [cuBLAS calls, tiled kernel launches]. */
+void lc_matmul_counters(double *out);
+/** The first device fault since the last call (0: none), and clear it; kernels.cu. */
+int lc_take_fault(cudaStream_t s, int *op, int *dt);
+
+#endif
