@@ -19,7 +19,7 @@
  * Why these sizes. With a 50257-token vocabulary the embedding is most of the model and the
  * output head most of the compute: at hidden_size 128 the table has 6.4 M parameters while the
  * four decoder layers have 0.8 M, and the head's [tokens, 128] x [128, 50257] product (forward
- * and backward) costs ~6x more than all layers together. So: a narrow model (hidden 128, 4 layers,
+ * and backward) costs ~7x more than the four layers together. So: a narrow model (hidden 128, 4 layers,
  * 4 query heads sharing 2 KV heads, SwiGLU width 384 ≈ 8/3·hidden as Llama), a short context (64
  * tokens), and `tie_word_embeddings` (as SmolLM and Llama-3.2-1B): an untied head would double
  * the parameters and the AdamW state to 13 M for no gain at this scale, and tying lets the
@@ -82,8 +82,8 @@ export interface LlamaPipelineOptions {
 export const LLAMA_DEFAULTS: LlamaPipelineOptions = {
   hidden_size: 128, intermediate_size: 384, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2,
   block_size: 64, batch_size: 16, pretrain_steps: 200, pretrain_lr: 3e-3,
-  steps: 100, lr: 1e-2, rank: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ["q_proj", "v_proj"], corpus: "sotu",
-  checkpoint: "checkpoints/llama-bpe", out: "checkpoints/llama-bpe-lora-sotu", eval_every: 50, eval_batches: 4, sample_tokens: 40, seed: 7,
+  steps: 100, lr: 1e-2, rank: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ["q_proj", "v_proj"], corpus: "names",
+  checkpoint: "checkpoints/llama-bpe", out: "checkpoints/llama-bpe-lora-names", eval_every: 50, eval_batches: 4, sample_tokens: 40, seed: 7,
   device: "cpu", verbose: true,
 };
 
