@@ -6,14 +6,16 @@
  * the adapter in PEFT's layout and reload it.
  */
 import { expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { encode_cached } from "../examples/data.ts";
 import { llama_finetune, pretrain_llama, write_llama_plots } from "../examples/llama_pipeline.ts";
 import { read_header_file } from "../src/io/index.ts";
 import { tensor } from "../src/lazy/creation.ts";
 import { AutoModelForCausalLM } from "../src/models/auto.ts";
 import { LlamaForCausalLM } from "../src/models/llama.ts";
 import { AutoTokenizer } from "../src/tokenizers/auto.ts";
+import { gpt2_tokenizer } from "../src/tokenizers/gpt2_bpe.ts";
 import { tmp } from "./models/helpers.ts";
 import { check_loss_svg } from "./svg_check.ts";
 
@@ -62,3 +64,18 @@ test("Llama + GPT-2 BPE: pretrain (loss falls), HF folder reloads with the Auto 
   check_loss_svg(readFileSync(paths[0]!, "utf8"), ["train (smoothed)", "validation"], [20, 2]);
   rmSync(dir, { recursive: true });
 }, 120_000);
+
+test("encode_cached: the tokenizer's ids, written once under a key of tokenizer.json and text, then read back", async () => {
+  const dir = tmp("encode-cache");
+  const tok = await gpt2_tokenizer();
+  const text = "Call me Ishmael. Some years ago—never mind how long precisely—";
+  const ids = encode_cached(text, tok, dir);
+  expect(Array.from(ids)).toEqual(tok.encode(text, { add_special_tokens: false }));
+  const files = readdirSync(dir);
+  expect(files).toHaveLength(1);
+  writeFileSync(join(dir, files[0]!), new Uint8Array(Int32Array.of(7, 8, 9).buffer)); // a hit reads the file, not the tokenizer
+  expect(Array.from(encode_cached(text, tok, dir))).toEqual([7, 8, 9]);
+  expect(Array.from(encode_cached(text + " ", tok, dir))).toEqual(tok.encode(text + " ", { add_special_tokens: false })); // another text, another key
+  expect(readdirSync(dir)).toHaveLength(2);
+  rmSync(dir, { recursive: true });
+});
