@@ -15,6 +15,14 @@
  *    base model, and check merged vs unmerged logits.
  * 5. Draw the loss curves (train and validation) as SVG next to the adapter (and next to the
  *    pretrained checkpoint when step 1 ran): `<out>/loss_curve.svg`.
+ *
+ * Data-parallel (docs/DISTRIBUTED.md): `mpirun -np 2 bun examples/lora_finetune.ts --ddp` (as root:
+ * `bun src/distributed/launch.ts -np 2 examples/lora_finetune.ts --ddp`). Every rank draws the
+ * same batch and trains on its 1/N slice; DistributedDataParallel averages the gradients, so the
+ * run equals the single-process one with the same --batch-size. Rank 0 alone logs and writes.
+ * `--quantize nf4|q8_0|q4_0` makes it QLoRA: the base's linear layers are compressed first
+ * (loom.compress; the tied embedding/head stays float32), the adapter trains through the fused
+ * dequantize-matmul, and the saved adapter is also evaluated on the float32 base.
  */
 import { Command } from "commander";
 import { existsSync } from "node:fs";
@@ -28,8 +36,10 @@ import { load_adapter, save_adapter } from "../src/lora/save_load.ts";
 import { CharTokenizer } from "../src/models/char_tokenizer.ts";
 import { GPT2LMHeadModel } from "../src/models/gpt2.ts";
 import { set_execution_mode } from "../src/nn/execution.ts";
+import { barrier, DistributedDataParallel, get_rank, get_world_size, init_process_group, is_initialized } from "../src/distributed/index.ts";
+import { compress } from "../src/weights/compress.ts";
 import { write_loss_curve } from "./plot.ts";
-import { Batcher, eval_batches, female_names_split, sotu_split, type TextSplit } from "./data.ts";
+import { Batcher, eval_batches, female_names_split, sotu_split, type Batch, type TextSplit } from "./data.ts";
 import { PRETRAIN_DEFAULTS, pretrain } from "./pretrain_char_gpt.ts";
 import { evaluate, sample_text, train } from "./training.ts";
 
@@ -52,13 +62,28 @@ export interface FinetuneOptions {
   device: string;
   /** Print progress, samples and checks (default true). */
   verbose: boolean;
+  /** Data-parallel over the MPI ranks (started by mpirun): rank r trains on slice r of each batch. */
+  ddp: boolean;
+  /** QLoRA: compress the base's linear layers to this format before fine-tuning (null: float32 base). */
+  quantize?: "nf4" | "q8_0" | "q4_0" | null;
 }
 
 export const FINETUNE_DEFAULTS: FinetuneOptions = {
   steps: 200, rank: 8, lora_alpha: 16, lora_dropout: 0, lr: 5e-3, batch_size: 16, block_size: 32, corpus: "names",
   checkpoint: "checkpoints/char-gpt", out: "checkpoints/char-gpt-lora-names", pretrain_steps: PRETRAIN_DEFAULTS.steps,
-  eval_every: 50, eval_batches: 4, seed: 7, device: "cpu", verbose: true,
+  eval_every: 50, eval_batches: 4, seed: 7, device: "cpu", verbose: true, ddp: false,
 };
+
+/** With --ddp: every rank draws the same batch (one seed) and keeps its slice of batch_size / world. */
+class ShardedBatcher extends Batcher {
+  constructor(ids: ArrayLike<number>, block: number, batch_size: number, seed: number, device: string, readonly rank: number, readonly world: number) {
+    super(ids, block, batch_size, seed, device);
+  }
+  override next(): Batch {
+    const b = super.next(), n = this.batch_size / this.world;
+    return { ...b, x: b.x.narrow(0, this.rank * n, n), y: b.y.narrow(0, this.rank * n, n) };
+  }
+}
 
 export interface FinetuneResult {
   train_losses: number[];
@@ -75,6 +100,9 @@ export interface FinetuneResult {
   /** The pretraining run's losses, when step 1 pretrained the base model. */
   pretrain?: { train_losses: number[]; val_history: [number, number][] };
   seconds: number;
+  /** With `quantize`: the saved adapter's validation loss on the float32 base, and the compressed layers' bytes. */
+  float_base_val_after?: number;
+  quantized_bytes?: { before: number; after: number };
 }
 
 function corpusOf(name: string): TextSplit {
@@ -92,16 +120,26 @@ function maxAbsDiff(a: Float64Array, b: Float64Array): number {
 /** Steps 1–4 above. */
 export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const o = { ...FINETUNE_DEFAULTS, ...opts };
-  const log = (s: string) => o.verbose && console.log(s);
+  // --ddp: the timeout covers rank 0 pretraining the base model while the others wait
+  if (o.ddp && !is_initialized()) init_process_group({ backend: "mpi", timeout: 3_600_000 });
+  const rank = o.ddp ? get_rank() : 0, world = o.ddp ? get_world_size() : 1;
+  if (o.batch_size % world !== 0) throw new Error(`--batch-size ${o.batch_size} does not split over ${world} ranks`);
+  const log = (s: string) => o.verbose && rank === 0 && console.log(s);
   const t0 = performance.now();
   let pretrain_curve: FinetuneResult["pretrain"];
 
   if (!existsSync(join(o.checkpoint, "config.json"))) {
     log(`no checkpoint in ${o.checkpoint}: pretraining one first (${o.pretrain_steps} steps)`);
-    const p = pretrain({ steps: o.pretrain_steps, out: o.checkpoint, device: o.device, verbose: o.verbose });
-    pretrain_curve = { train_losses: p.train_losses, val_history: p.val_history };
+    if (rank === 0) {
+      const p = pretrain({ steps: o.pretrain_steps, out: o.checkpoint, device: o.device, verbose: o.verbose });
+      pretrain_curve = { train_losses: p.train_losses, val_history: p.val_history };
+    }
+    if (o.ddp) barrier();
   }
   const model = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+  const quantize = (m: GPT2LMHeadModel) => (o.quantize ? compress(m, { method: o.quantize }) : null);
+  const qrep = quantize(model);
+  if (qrep) log(`QLoRA: ${qrep.layers.length} linear layers in ${o.quantize}: ${qrep.bytes_before.toLocaleString("en-US")} -> ${qrep.bytes_after.toLocaleString("en-US")} bytes (tied embedding/head stays float32)`);
   const tok = CharTokenizer.from_pretrained(o.checkpoint);
   const block = Math.min(o.block_size, model.config.n_positions);
   const corpus = corpusOf(o.corpus);
@@ -109,7 +147,7 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   log(`\nloaded ${o.checkpoint} (${model.num_parameters().toLocaleString("en-US")} parameters); fine-tuning on ${corpus.name}: ${train_ids.length.toLocaleString("en-US")} train / ${val_ids.length.toLocaleString("en-US")} val characters`);
 
   const prompt = "\n";
-  const sample_before = sample_text(model, tok, prompt, 120, { seed: o.seed });
+  const sample_before = rank === 0 ? sample_text(model, tok, prompt, 120, { seed: o.seed }) : "";
   log(`sample before: ${JSON.stringify(sample_before)}`);
 
   const config = new LoraConfig({
@@ -117,14 +155,22 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
     fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM", base_model_name_or_path: o.checkpoint,
   });
   const peft = get_peft_model(model, config);
-  if (o.verbose) peft.print_trainable_parameters();
+  if (o.verbose && rank === 0) peft.print_trainable_parameters();
   const trainable = model.parameters().filter((p) => p.requires_grad);
   const val = eval_batches(val_ids, block, o.batch_size, o.eval_batches, o.device);
-  const r = train(model, trainable, new Batcher(train_ids, block, o.batch_size, o.seed, o.device), val, {
+  // DDP: rank 0's weights broadcast; gradients averaged over ranks by hooks during backward
+  if (o.ddp) new DistributedDataParallel(model);
+  const batcher = o.ddp ? new ShardedBatcher(train_ids, block, o.batch_size, o.seed, o.device, rank, world) : new Batcher(train_ids, block, o.batch_size, o.seed, o.device);
+  const r = train(model, trainable, batcher, val, {
     steps: o.steps, lr: o.lr, warmup: Math.min(20, Math.floor(o.steps / 10)), weight_decay: 0, grad_clip: 1,
-    eval_every: o.eval_every, label: "lora", verbose: o.verbose,
+    eval_every: o.eval_every, label: "lora", verbose: o.verbose && rank === 0,
   });
   model.eval();
+  if (rank !== 0) {
+    // the other ranks hold the same weights; rank 0 alone samples, saves and checks
+    const v = r.val_history;
+    return { train_losses: r.train_losses, val_history: v, val_before: v[0]![1], val_after: v.at(-1)![1], sample_before, sample_after: "", merge_max_abs_diff: NaN, reload_max_abs_diff: NaN, seconds: (performance.now() - t0) / 1000 };
+  }
   const val_before = r.val_history[0]![1], val_after = r.val_history.at(-1)![1];
   const sample_after = sample_text(model, tok, prompt, 120, { seed: o.seed });
   log(`sample after:  ${JSON.stringify(sample_after)}`);
@@ -136,6 +182,7 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const x = val[0]!.x;
   const trained = model.call(x).logits.dataSync();
   const fresh = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+  quantize(fresh);
   load_adapter(fresh, o.out);
   const reload_max_abs_diff = maxAbsDiff(fresh.call(x).logits.dataSync(), trained);
   log(`reloaded adapter vs trained model: max |Δlogits| = ${reload_max_abs_diff}`);
@@ -149,11 +196,19 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
   const check = evaluate(model, val);
   if (Math.abs(check - val_after) > 1e-4) throw new Error(`unmerge did not restore the model: val loss ${check} != ${val_after}`);
 
+  let float_base_val_after: number | undefined;
+  if (o.quantize) { // the QLoRA adapter on the float32 base it was quantized from
+    const float = GPT2LMHeadModel.from_pretrained(o.checkpoint).to(o.device);
+    load_adapter(float, o.out);
+    float_base_val_after = evaluate(float, val);
+    log(`adapter on the float32 base: val loss ${float_base_val_after.toFixed(4)}`);
+  }
   const seconds = (performance.now() - t0) / 1000;
   log(`\nvalidation loss on ${corpus.name}: ${val_before.toFixed(4)} (base) -> ${val_after.toFixed(4)} (LoRA, ${o.steps} steps, r=${o.rank})`);
   return {
     train_losses: r.train_losses, val_history: r.val_history, val_before, val_after, sample_before, sample_after,
     merge_max_abs_diff, reload_max_abs_diff, pretrain: pretrain_curve, seconds,
+    ...(qrep ? { float_base_val_after, quantized_bytes: { before: qrep.bytes_before, after: qrep.bytes_after } } : {}),
   };
 }
 
@@ -194,10 +249,13 @@ if (import.meta.main) {
     .option("--seed <n>", "random seed", String(d.seed))
     .option("--device <name>", "cpu (native backend if it builds, else js), js, native, or webgpu", "cpu")
     .option("--eager", "run op by op instead of lazily (to compare)")
+    .option("--ddp", "data-parallel over mpirun's ranks (mpirun -np 2 bun examples/lora_finetune.ts --ddp)")
+    .option("--quantize <fmt>", "QLoRA: nf4, q8_0 or q4_0 base (default float32)")
     .option("--model <arch>", "char-gpt2 (char GPT-2), or llama (a Llama with GPT-2's BPE tokenizer, examples/llama_pipeline.ts: its own defaults; the flags above given explicitly apply)", "char-gpt2")
     .parse();
   const a = cmd.opts();
   if (a.model !== "char-gpt2" && a.model !== "llama") throw new Error(`--model ${a.model}: expected char-gpt2 or llama`);
+  if (a.model === "llama" && (a.ddp || a.quantize)) throw new Error("--model llama: --ddp and --quantize apply to the char GPT-2 pipeline only");
   let device = "cpu";
   if (a.device === "js" || a.device === "native") set_default_backend(a.device);
   else if (a.device === "webgpu") {
@@ -215,9 +273,12 @@ if (import.meta.main) {
   const opts: Partial<FinetuneOptions> = {
     steps: +a.steps, rank: +a.rank, lora_alpha: +a.alpha, lora_dropout: +a.loraDropout, lr: +a.lr, batch_size: +a.batchSize,
     block_size: +a.blockSize, corpus: a.corpus, checkpoint: a.checkpoint, out: a.out, pretrain_steps: +a.pretrainSteps,
-    eval_every: +a.evalEvery, seed: +a.seed, device,
+    eval_every: +a.evalEvery, seed: +a.seed, device, ddp: !!a.ddp,
   };
+  if (a.quantize) opts.quantize = a.quantize;
   const r = finetune(opts);
-  await write_plots(r, opts);
-  console.log(`wall time ${r.seconds.toFixed(1)} s (${a.eager ? "eager" : "lazy"}, device ${a.device})`);
+  if (!a.ddp || get_rank() === 0) {
+    await write_plots(r, opts);
+    console.log(`wall time ${r.seconds.toFixed(1)} s (${a.eager ? "eager" : "lazy"}, device ${a.device}${a.ddp ? `, ${get_world_size()} ranks` : ""})`);
+  }
 }

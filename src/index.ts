@@ -48,3 +48,4 @@ export { compress, type CompressOptions, type CompressReport } from "./weights/c
 export * as models from "./models/index.ts";
 export * as tokenizers from "./tokenizers/index.ts";
 export { AutoTokenizer } from "./tokenizers/auto.ts";
+export * as distributed from "./distributed/index.ts";

@@ -10,7 +10,7 @@ import { dirname, join, relative, resolve } from "node:path";
 
 const SRC = resolve(import.meta.dir, "../src");
 const RANK: Record<string, number> = {
-  tensor: 0, graph: 1, io: 1, backends: 2, autograd: 2, scheduler: 3, lazy: 4, nn: 5, optim: 5, data: 5, tokenizers: 5, lora: 6, weights: 7, models: 8, ".": 9, cli: 10,
+  tensor: 0, graph: 1, io: 1, backends: 2, autograd: 2, scheduler: 3, lazy: 4, nn: 5, optim: 5, data: 5, tokenizers: 5, lora: 6, distributed: 6, weights: 7, models: 8, ".": 9, cli: 10,
 };
 
 const IMPORT_FORMS: readonly RegExp[] = [

@@ -223,7 +223,7 @@ enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T
   X(fused_elementwise, k_fused_elementwise) X(fused_reduce, k_fused_reduce) X(fused_matmul, k_fused_matmul) \
   X(fused_softmax, k_fused_softmax) X(fused_layer_norm, k_fused_norm) X(fused_rms_norm, k_fused_norm) \
   X(fused_lora_linear, k_lora_linear) X(fused_attention, k_fused_attention) \
-  X(quantized_linear, k_quantized_linear)
+  X(quantized_linear, k_quantized_linear) X(rotary_embedding, k_rotary_embedding)
 /* Native-only instructions (no registry op): catalog variants. */
 #define LOOM_NATIVE_OPS(X) X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32) \
   X(fused_softmax_f32x, k_softmax_f32) \
@@ -253,6 +253,8 @@ int k_lora_linear(const loom_instr *I);
 int k_spmm(const loom_instr *I);
 /** quant.c: dequantize-matmul over packed Q8_0/Q4_0/NF4/int8 weights (src/graph/ops/quantized.ts). */
 int k_quantized_linear(const loom_instr *I);
+/** rope.c: x·cos + rotate_half(x)·sin and its adjoint (src/graph/ops/rope.ts). */
+int k_rotary_embedding(const loom_instr *I);
 int k_gather(const loom_instr *I);
 int k_scatter_add(const loom_instr *I);
 int k_index_select(const loom_instr *I);

@@ -5,3 +5,4 @@ export {
 } from "./dataset.ts";
 export { DataLoader, type DataLoaderOptions } from "./dataloader.ts";
 export { TokenFileDataset, type TokenFileOptions } from "./token_file.ts";
+export { DistributedSampler, type DistributedSamplerOptions } from "./distributed_sampler.ts";

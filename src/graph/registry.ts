@@ -8,6 +8,7 @@ import * as lora from "./ops/lora.ts";
 import * as mv from "./ops/movement.ts";
 import * as qz from "./ops/quantized.ts";
 import * as rd from "./ops/reduce.ts";
+import * as rp from "./ops/rope.ts";
 import * as so from "./ops/sort.ts";
 import * as sp from "./ops/spmm.ts";
 import * as fu from "./passes/fused_ops.ts";
@@ -39,6 +40,8 @@ export const OPS = {
   lora_linear: lora.lora_linear,
   // dequantize-and-multiply, the weight never dense (issue 12)
   quantized_linear: qz.quantized_linear,
+  // x·cos + rotate_half(x)·sin, HF apply_rotary_pos_emb (issue 13)
+  rotary_embedding: rp.rotary_embedding,
 } satisfies Record<string, OpDef>;
 
 export type OpName = keyof typeof OPS;

@@ -14,11 +14,13 @@ export {
   ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, DEFAULT_TARGET_MODULES, LoraConfig, type LoraBias, type LoraConfigFields,
   type TaskType, check_target_module_exists, pattern_value,
 } from "./config.ts";
-export { LoraLayer, type LoraAdapterSpec, type LoraBaseLayer, is_lora_target_layer } from "./layer.ts";
+export {
+  LoraLayer, type LoraAdapterSpec, type LoraBaseLayer, type LoraCompressedBase, is_compressed_base, is_lora_target_layer,
+} from "./layer.ts";
 export {
   type InjectOptions, LoraModel, active_adapter, adapter_names, add_adapter, delete_adapter, disable_adapter,
   disable_adapter_layers, enable_adapter_layers, get_nb_trainable_parameters, has_adapter,
-  inject_adapter_in_model, lora_layers, lora_parameters, mark_only_lora_as_trainable, merge_adapter, merge_and_unload,
+  inject_adapter_in_model, lora_layers, lora_parameters, mark_only_lora_as_trainable, merge_adapter, prepare_model_for_kbit_training, merge_and_unload,
   peft_config, set_adapter, trainable_parameters_summary, unload, unmerge_adapter, unwrap,
 } from "./model.ts";
 export { PeftModel, get_peft_model } from "./peft_model.ts";

@@ -9,9 +9,16 @@
  * y = base_layer(x) + Σ_active scaling · lora_B(lora_A(dropout(x))), scaling = lora_alpha / r.
  * With one active adapter and no active dropout the whole sum is the fused registry op
  * `lora_linear(x, W, A, B, scaling, bias)` (for Conv1D, W is the transposed view of the weight).
+ *
+ * QLoRA (Dettmers et al. 2023): the base layer may instead be a frozen compressed layer
+ * (`LoraCompressedBase`, which loom.weights' CompressedLinear satisfies: an NF4/Q8_0/Q4_0 weight
+ * node), as PEFT's lora/bnb.py wraps bitsandbytes' Linear4bit. Forward is then
+ * base_layer(x) + s·B(A(x)): the base runs its fused dequantize-matmul, whose gradient to x is the
+ * fused transposed kernel, so the LoRA weights train without the dense base ever being built.
  * Source: https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/layer.py
  * (LoraLayer.update_layer, reset_lora_parameters, Linear.forward/merge/unmerge/get_delta_weight);
- * Hu et al. 2021, https://github.com/microsoft/LoRA (loralib/layers.py).
+ * peft/tuners/lora/bnb.py (Linear4bit.merge/unmerge); Hu et al. 2021,
+ * https://github.com/microsoft/LoRA (loralib/layers.py).
  */
 import { no_grad } from "../autograd/grad_mode.ts";
 import { lora_linear } from "../lazy/functional.ts";
@@ -24,15 +31,48 @@ import { lift } from "../nn/execution.ts";
 import { kaiming_uniform_, normal_, zeros_ } from "../nn/init.ts";
 import { Linear } from "../nn/linear.ts";
 import { type Module, TensorModule } from "../nn/module.ts";
+import type { Parameter } from "../nn/parameter.ts";
+import type { DType } from "../tensor/dtype.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
 
-/** The layers LoRA can wrap. */
-export type LoraBaseLayer = Linear | Conv1D;
+/**
+ * A frozen linear layer whose weight is not a dense tensor but a weight graph (y = x Wᵀ + b with
+ * W [out_features, in_features]): loom.weights' CompressedLinear (bitsandbytes' Linear4bit in
+ * PEFT's lora/bnb.py). lora sits below weights in the layer ranks, so this is the contract such a
+ * layer satisfies rather than an import.
+ */
+export interface LoraCompressedBase extends TensorModule {
+  readonly in_features: number;
+  readonly out_features: number;
+  bias: Parameter | null;
+  /** The weight graph (opaque here): its dense dtype and logical shape [out, in]. */
+  weight: { readonly dtype: DType; readonly shape: readonly number[] };
+  /** Device of the stored pieces (where adapters are created). */
+  weight_device(): string;
+  /** The dense weight [out, in] as an eager tensor without history (PEFT dequantize_module_weight). */
+  dequantize(): Tensor;
+  /**
+   * Replace the weight by dense `w` [out, in] compressed the way the current one is
+   * (bitsandbytes' Params4bit requantize on merge).
+   * @throws LoomValueError when the weight's kind cannot be re-made from a dense weight
+   */
+  requantize(w: Tensor): void;
+}
 
-/** True for a module LoRA can wrap (Linear, HF Conv1D). */
+/** The layers LoRA can wrap. */
+export type LoraBaseLayer = Linear | Conv1D | LoraCompressedBase;
+
+/** True for a frozen compressed base layer (see LoraCompressedBase), checked by its methods. */
+export function is_compressed_base(m: unknown): m is LoraCompressedBase {
+  const c = m as Partial<LoraCompressedBase> | null;
+  return m instanceof TensorModule && typeof c?.dequantize === "function" && typeof c.requantize === "function" &&
+    typeof c.weight_device === "function" && Number.isInteger(c.in_features) && Number.isInteger(c.out_features);
+}
+
+/** True for a module LoRA can wrap (Linear, HF Conv1D, a compressed base such as CompressedLinear). */
 export function is_lora_target_layer(m: Module): m is LoraBaseLayer {
-  return m instanceof Linear || m instanceof Conv1D;
+  return m instanceof Linear || m instanceof Conv1D || is_compressed_base(m);
 }
 
 /** What update_layer needs for one adapter. */
@@ -61,8 +101,6 @@ export class LoraLayer extends TensorModule {
   active_adapters: string[];
   /** When true forward returns base_layer(x) (PEFT's disable_adapters). */
   disable_adapters = false;
-  /** True when base_layer stores its weight [in, out] (Conv1D). */
-  readonly fan_in_fan_out: boolean;
   readonly in_features: number;
   readonly out_features: number;
 
@@ -73,13 +111,12 @@ export class LoraLayer extends TensorModule {
   constructor(base_layer: Module, adapter_name: string, spec: LoraAdapterSpec) {
     super();
     if (!is_lora_target_layer(base_layer)) {
-      throw new LoomValueError(`[LoraLayer] Target module ${base_layer._get_name()} is not supported. Currently, only Linear and Conv1D are supported.`);
+      throw new LoomValueError(`[LoraLayer] Target module ${base_layer._get_name()} is not supported. Currently, only Linear, Conv1D and compressed linear layers are supported.`);
     }
     this.base_layer = base_layer;
     this.lora_dropout = new ModuleDict();
     this.lora_A = new ModuleDict();
     this.lora_B = new ModuleDict();
-    this.fan_in_fan_out = base_layer instanceof Conv1D;
     this.in_features = base_layer.in_features;
     this.out_features = base_layer.out_features;
     this.active_adapters = [adapter_name];
@@ -94,6 +131,16 @@ export class LoraLayer extends TensorModule {
   get merged(): boolean {
     return this.merged_adapters.length > 0;
   }
+  /** True when base_layer stores its weight [in, out] (Conv1D). */
+  get fan_in_fan_out(): boolean {
+    return this.base_layer instanceof Conv1D;
+  }
+  /** True when base_layer is a frozen compressed layer (QLoRA), not a dense Linear/Conv1D. */
+  get compressed_base(): boolean {
+    return is_compressed_base(this.base_layer);
+  }
+  /** The compressed weight before the first merge, restored exactly by unmerge. */
+  private premerge_weight: LoraCompressedBase["weight"] | null = null;
 
   /**
    * Add (or re-create) adapter `name` with rank r: A [r, in], B [out, r] as PEFT initializes
@@ -113,7 +160,8 @@ export class LoraLayer extends TensorModule {
     this.lora_B.set(name, new Linear(r, this.out_features, { bias: false, dtype, generator: g }));
     this.scaling[name] = spec.use_rslora ? lora_alpha / Math.sqrt(r) : lora_alpha / r;
     this.reset_lora_parameters(name, spec.init_lora_weights, g);
-    const device = this.base_layer.weight.device; // PEFT _move_adapter_to_device_of_base_layer
+    const b = this.base_layer;
+    const device = is_compressed_base(b) ? b.weight_device() : (b as Linear | Conv1D).weight.device; // PEFT _move_adapter_to_device_of_base_layer
     if (device !== "cpu") {
       this.lora_A.get(name).to(device);
       this.lora_B.get(name).to(device);
@@ -189,15 +237,21 @@ export class LoraLayer extends TensorModule {
    * the base layer alone. Already merged adapters are skipped.
    * @param opts.safe_merge - compute the merged weight aside and refuse (throw) if it is not finite
    * @param opts.adapter_names - merge these instead of the active adapters
-   * @throws LoomValueError with safe_merge when the result has NaN/Inf, or for an unknown adapter
+   * On a compressed base (QLoRA) the merge is PEFT's Linear4bit.merge: dequantize, add ΔW,
+   * compress again the same way (base_layer.requantize), so the merged layer carries the rounding
+   * error of one more quantization. Unlike PEFT (which dequantizes, subtracts and requantizes
+   * again), unmerge restores the weight node held before the first merge, exactly.
+   * @throws LoomValueError with safe_merge when the result has NaN/Inf, or for an unknown adapter;
+   *   on a compressed base, LoomValueError from requantize for a weight kind it cannot re-make
    */
   merge(opts: { safe_merge?: boolean; adapter_names?: readonly string[] } = {}): void {
     const names = opts.adapter_names ?? this.active_adapters;
+    if (is_compressed_base(this.base_layer)) return this.merge_compressed(this.base_layer, names, !!opts.safe_merge);
+    const W = (this.base_layer as Linear | Conv1D).weight;
     no_grad(() => {
       for (const n of names) {
         if (!this.lora_A.has(n)) throw new LoomValueError(`[LoraLayer.merge] adapter "${n}" not found (adapters: ${this.adapters.join(", ")})`);
         if (this.merged_adapters.includes(n)) continue;
-        const W = this.base_layer.weight;
         const delta = this.get_delta_weight(n);
         if (opts.safe_merge) {
           const merged = W.add(delta);
@@ -213,12 +267,43 @@ export class LoraLayer extends TensorModule {
     });
   }
 
-  /** Subtract every merged adapter's ΔW from base_layer.weight, last merged first (PEFT Linear.unmerge). */
+  /** merge() on a compressed base: dequantize, add every ΔW, requantize once. */
+  private merge_compressed(base: LoraCompressedBase, names: readonly string[], safe: boolean): void {
+    const todo: string[] = [];
+    for (const n of names) {
+      if (!this.lora_A.has(n)) throw new LoomValueError(`[LoraLayer.merge] adapter "${n}" not found (adapters: ${this.adapters.join(", ")})`);
+      if (!this.merged_adapters.includes(n) && !todo.includes(n)) todo.push(n);
+    }
+    if (todo.length === 0) return;
+    no_grad(() => {
+      let W = base.dequantize();
+      for (const n of todo) W = W.add(this.get_delta_weight(n));
+      if (safe && !W.dataSync().every(Number.isFinite)) {
+        throw new LoomValueError(`[LoraLayer.merge] NaNs detected in the merged weights. The adapter ${todo.join(", ")} seems to be broken`);
+      }
+      const before = base.weight;
+      base.requantize(W);
+      this.premerge_weight ??= before;
+    });
+    this.merged_adapters.push(...todo);
+  }
+
+  /**
+   * Subtract every merged adapter's ΔW from base_layer.weight, last merged first (PEFT
+   * Linear.unmerge); on a compressed base, put back the weight node held before the first merge.
+   */
   unmerge(): void {
+    if (is_compressed_base(this.base_layer)) {
+      if (this.premerge_weight) this.base_layer.weight = this.premerge_weight;
+      this.premerge_weight = null;
+      this.merged_adapters = [];
+      return;
+    }
+    const W = (this.base_layer as Linear | Conv1D).weight;
     no_grad(() => {
       while (this.merged_adapters.length > 0) {
         const n = this.merged_adapters.pop()!;
-        this.base_layer.weight.sub_(this.get_delta_weight(n));
+        W.sub_(this.get_delta_weight(n));
       }
     });
   }
@@ -239,9 +324,10 @@ export class LoraLayer extends TensorModule {
       const A = this.lora_A.get(n), B = this.lora_B.get(n), drop = this.lora_dropout.get(n);
       const s = this.scaling[n]!;
       const dropping = drop instanceof Dropout && drop.training && drop.p > 0;
-      if (result === null && !dropping && x.dtype === A.weight.dtype && x.dtype === this.base_layer.weight.dtype) {
-        // the whole layer as one fused op: x Wᵀ + b + s·(x Aᵀ)Bᵀ
-        const W = lift(this.base_layer.weight, x);
+      const base = this.base_layer;
+      if (result === null && !dropping && !is_compressed_base(base) && x.dtype === A.weight.dtype && x.dtype === base.weight.dtype) {
+        // the whole layer as one fused op: x Wᵀ + b + s·(x Aᵀ)Bᵀ (a compressed base runs its own fused kernel instead)
+        const W = lift(base.weight, x);
         result = lora_linear(x, this.fan_in_fan_out ? W.t() : W, lift(A.weight, x), lift(B.weight, x), s, lift(this.base_layer.bias, x));
         continue;
       }
@@ -255,6 +341,6 @@ export class LoraLayer extends TensorModule {
 
   override extra_repr(): string {
     const rs = this.adapters.map((n) => `${n}: r=${this.r[n]}, lora_alpha=${this.lora_alpha[n]}`).join("; ");
-    return `fan_in_fan_out=${this.fan_in_fan_out ? "True" : "False"}${rs ? `, ${rs}` : ""}`;
+    return `fan_in_fan_out=${this.fan_in_fan_out ? "True" : "False"}${this.compressed_base ? ", compressed_base=True" : ""}${rs ? `, ${rs}` : ""}`;
   }
 }

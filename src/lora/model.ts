@@ -17,8 +17,9 @@ import { Module } from "../nn/module.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
 import { DEFAULT_TARGET_MODULES, INCLUDE_LINEAR_LAYERS_SHORTHAND, LoraConfig, check_target_module_exists, pattern_value } from "./config.ts";
-import { LoraLayer, is_lora_target_layer } from "./layer.ts";
+import { LoraLayer, is_compressed_base, is_lora_target_layer } from "./layer.ts";
 import { Conv1D } from "../nn/conv1d.ts";
+import { Parameter } from "../nn/parameter.ts";
 
 /** Adapter configs and the active adapter of each model LoRA was injected into. */
 interface LoraState {
@@ -137,10 +138,12 @@ export function inject_adapter_in_model<M extends Module>(config: LoraConfig, mo
       continue;
     }
     if (!is_lora_target_layer(m)) {
-      throw new LoomValueError(`[inject_adapter_in_model] Target module ${m._get_name()} at "${path}" is not supported. Currently, only Linear and Conv1D are supported.`);
+      throw new LoomValueError(`[inject_adapter_in_model] Target module ${m._get_name()} at "${path}" is not supported. Currently, only Linear, Conv1D and compressed linear layers are supported.`);
     }
     const fifo = m instanceof Conv1D;
-    if (cfg.fan_in_fan_out !== fifo) {
+    // a compressed base (QLoRA) computes x Wᵀ whatever layout its dense weight had: the config's
+    // flag keeps describing the float base the adapter also loads onto
+    if (!is_compressed_base(m) && cfg.fan_in_fan_out !== fifo) {
       console.warn(`[lora] fan_in_fan_out is set to ${cfg.fan_in_fan_out} but the target module is \`${m._get_name()}\`. Setting fan_in_fan_out to ${fifo}.`);
       cfg.fan_in_fan_out = fifo;
     }
@@ -176,6 +179,29 @@ export function mark_only_lora_as_trainable(model: Module, bias: "none" | "all" 
   } else if (bias === "lora_only") {
     for (const [, l] of lora_layers(root)) l.base_layer.bias?.requires_grad_(true);
   }
+}
+
+/**
+ * PEFT's prepare_model_for_kbit_training, for a model whose linear layers were compressed
+ * (`loom.compress(model, { method: "nf4" })`): freeze every parameter, and cast float16/bfloat16
+ * parameters (layer norms, embeddings) to float32 for stable training. Compressed weights are not
+ * parameters and stay as they are. PEFT also turns on gradient checkpointing; Loom has none, so
+ * `use_gradient_checkpointing` is accepted and ignored.
+ * @returns `model`, modified in place
+ * Source: peft/utils/other.py prepare_model_for_kbit_training
+ */
+export function prepare_model_for_kbit_training<M extends Module>(model: M, _opts: { use_gradient_checkpointing?: boolean } = {}): M {
+  const upcast = new Map<Parameter, Parameter>(); // keeps tied weights tied
+  for (const [, m] of unwrap(model).named_modules()) {
+    for (const [name, p] of m.named_parameters("", false)) {
+      p.requires_grad_(false);
+      if (p.dtype !== "float16" && p.dtype !== "bfloat16") continue;
+      let q = upcast.get(p);
+      if (!q) upcast.set(p, (q = new Parameter(p.detach().float(), false)));
+      m.register_parameter(name, q);
+    }
+  }
+  return model;
 }
 
 /** Adapter name -> config of a model with LoRA (PEFT `peft_config`). */

@@ -9,6 +9,7 @@
  * Every forward is written once (`forward_lazy`, generic over Tensor and LazyTensor).
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py
  */
+import { apply_rotary, rotate_half as rope_rotate_half } from "../graph/ops/rope.ts";
 import { arange, ones } from "../lazy/creation.ts";
 import { pow } from "../lazy/free_functions.ts";
 import { cat, dropout } from "../lazy/functional.ts";
@@ -118,21 +119,21 @@ export function scaled_inv_freq(inv_freq: Tensor, rope_scaling: Record<string, u
   return llama;
 }
 
-/** cat(-x2, x1) of the two halves of the last dim (HF rotate_half). */
+/** cat(-x2, x1) of the two halves of the last dim (HF rotate_half; one definition, graph/ops/rope.ts). */
 export function rotate_half<S extends TensorOps<S>>(x: S): S {
-  const half = x.shape[x.ndim - 1]! / 2;
-  const x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-  return cat([x2.neg(), x1], -1);
+  return rope_rotate_half(x);
 }
 
 /**
- * q·cos + rotate_half(q)·sin and the same for k (HF apply_rotary_pos_emb).
+ * q·cos + rotate_half(q)·sin and the same for k (HF apply_rotary_pos_emb), each as the registry's
+ * `rotary_embedding` op (graph/ops/rope.ts): one kernel per tensor forward and one backward, with
+ * the bits of this decomposition (the op's reference).
  * @param q - [B, H, T, D]; k - [B, H_kv, T, D]; cos, sin - [B, T, D] (unsqueezed at unsqueeze_dim)
  * @returns [q_embed, k_embed], shapes of q and k
  */
 export function apply_rotary_pos_emb<S extends TensorOps<S>>(q: S, k: S, cos: S, sin: S, unsqueeze_dim = 1): [S, S] {
   const c = cos.unsqueeze(unsqueeze_dim), s = sin.unsqueeze(unsqueeze_dim);
-  return [q.mul(c).add(rotate_half(q).mul(s)), k.mul(c).add(rotate_half(k).mul(s))];
+  return [apply_rotary(q, c, s), apply_rotary(k, c, s)];
 }
 
 /**

@@ -21,6 +21,7 @@ import type { Backend, InputLayout, PreparedKernel } from "../backends/backend.t
 import type { Application, Contract, Implementation } from "../backends/catalog.ts";
 import { jsBackend } from "../backends/js/backend.ts";
 import { isFloating } from "../tensor/dtype.ts";
+import { mulberry32 } from "../tensor/rng.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
 import { allocData, toContiguous, toFloat64, type TensorData } from "../tensor/storage.ts";
 import { readRecords, signatureOf, writeRecords, type KernelRecord } from "./kernel_db.ts";
@@ -73,24 +74,13 @@ export function* executionPaths(plans: readonly CompiledPlan[], backend: Backend
 }
 
 // ---- inputs and the float64 reference --------------------------------------------------------------
-/** A deterministic generator (mulberry32) so measurements are repeatable. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Host inputs with exactly the layouts of `a` (strides and all): floats uniform in [-2, 2),
  * integers and bools zero (a valid index for every indexing op).
  */
 export function sampleInputs(a: Application, seed = 1): TensorData[] {
-  const r = rng(seed);
+  const r = mulberry32(seed); // deterministic, so measurements are repeatable
   return a.inputs.map((l: InputLayout) => {
     const span = l.shape.some((s) => s === 0) ? 0 : 1 + l.shape.reduce((acc, s, d) => acc + (s - 1) * Math.abs(l.strides[d]!), 0);
     const base = allocData(l.dtype, [span]);

@@ -144,3 +144,19 @@ export const default_generator = new Generator(67280421310721 % 2 ** 32);
 export function manual_seed(seed: number): Generator {
   return default_generator.manual_seed(seed);
 }
+
+/**
+ * mulberry32 (Tommy Ettinger's 32-bit generator): a tiny deterministic stream of floats in [0, 1)
+ * for inputs that must repeat across runs (tuning inputs, fuzzing, test data) without touching
+ * the default generator's state. Not Loom's sampling generator (that is Generator, MT19937).
+ */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

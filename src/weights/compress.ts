@@ -14,8 +14,7 @@
  *
  * Target selection follows PEFT's check_target_module_exists (a string is a regular expression
  * matching the whole module path; a list matches a path equal to an entry or ending in "." +
- * entry), as src/lora/config.ts does; that function is not imported because lora and weights
- * share a layer rank. Without target_modules every Linear/Conv1D whose weight no other module
+ * entry): src/lora/config.ts's matches_target_modules. Without target_modules every Linear/Conv1D whose weight no other module
  * shares (tied embeddings stay dense) is compressed.
  */
 import { no_grad } from "../autograd/grad_mode.ts";

@@ -162,6 +162,9 @@ export const OP_CASES: OpCase[] = [
   // packed Q4_0 W [3, 64] (fixed bytes; fp16 d = 2^-6 in every block); the op is float32 and
   // linear in x and b, so a large step keeps float32 rounding out of the finite differences
   { name: "quantized_linear", inputs: () => [rnd([2, 64]), rnd([3])], fn: (x, b) => loom.quantized_linear(x.to("float32"), Q4_0_W, { format: "q4_0", bias: b.to("float32") }), eps: 0.25, second: true },
+  // RoPE (graph/ops/rope.ts): x [B, H, T, D], cos/sin [B, 1, T, D] and [T, D]; the transposed form is the gradient to x
+  { name: "rotary_embedding", inputs: () => [rnd([2, 2, 3, 4]), rnd([2, 1, 3, 4]), rnd([2, 1, 3, 4])], fn: (x, c, s) => x._apply(loom.OPS.rotary_embedding, [c, s], { transposed: false }), second: true },
+  { name: "rotary_embedding_transposed", inputs: () => [rnd([2, 3, 4]), rnd([3, 4]), rnd([3, 4])], fn: (x, c, s) => x._apply(loom.OPS.rotary_embedding, [c, s], { transposed: true }), second: true },
   // ---- non-differentiable (eager-vs-lazy and coverage only)
   { name: "comparisons", nondiff: true, inputs: () => [rnd([3, 4]), rnd([4])], fn: (a, b) => [a.eq(b), a.ne(b), a.lt(b), a.le(b), a.gt(b), a.ge(a)] },
   { name: "logical", nondiff: true, inputs: () => [rnd([3, 4])], fn: (a) => [a.gt(0).logical_and(a.lt(0.5)), a.gt(0).logical_or(a.lt(-0.5)), a.gt(0).logical_not(), a.log().isnan()] },

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LoomFormatError } from "../../src/tensor/errors.ts";
+import { mulberry32 } from "../../src/tensor/rng.ts";
 import { load, load_file, read_header, read_header_file, save } from "../../src/io/index.ts";
 import { build, f32Bytes, i64Bytes, tempDir, thrown } from "./helpers.ts";
 
@@ -229,14 +230,7 @@ describe("file errors name the file", () => {
 
 describe("random corruption", () => {
   // Mulberry32: a small seeded generator so failures reproduce.
-  function rng(seed: number): () => number {
-    return () => {
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
+  const rng = mulberry32;
 
   test("every corrupted or truncated file either loads or throws LoomFormatError", () => {
     const good = save({

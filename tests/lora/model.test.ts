@@ -166,7 +166,7 @@ describe("LoRA GPT-2", () => {
     const merged = model.call(x).logits;
     const diff = maxAbsDiff(merged.dataSync(), unmerged.dataSync());
     expect(diff).toBeLessThan(1e-5);
-    for (const [path, l] of lora_layers(model)) expectClose(l.base_layer.weight, REF.lora.merged_weights[`${path}.weight`]!, 1e-6, 1e-5);
+    for (const [path, l] of lora_layers(model)) expectClose((l.base_layer as Conv1D).weight, REF.lora.merged_weights[`${path}.weight`]!, 1e-6, 1e-5);
     unmerge_adapter(model);
     expect(maxAbsDiff(model.call(x).logits.dataSync(), unmerged.dataSync())).toBeLessThan(1e-5);
 

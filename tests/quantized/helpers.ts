@@ -7,19 +7,11 @@
  * dequantRow.
  */
 import * as loom from "../../src/index.ts";
+import { mulberry32 } from "../../src/tensor/rng.ts";
 import { QUANT_ERROR_BOUND, type QuantFormat } from "../../src/lazy/quantized_ops.ts";
 
-/** mulberry32: a small deterministic generator in [0, 1). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A small deterministic generator in [0, 1) (mulberry32). */
+export const rng = mulberry32;
 
 /** Bytes per packed row and block geometry (restated from the format descriptions). */
 const GEOM: Record<QuantFormat, { block: number; bytes: number }> = {

@@ -22,6 +22,7 @@ const EXACT_RANK = 100;
  */
 const EXACT_DOCS: { readonly [K in OpName]?: string } = {
   quantized_linear: "fused dequantize-matmul (native/kernels/quant.c: W decoded in registers, GEMV/row tiles for M < 16, panels + sgemm above); vs float64 dequantize-then-matmul |y − ref| ≤ 2^-24·|ref| + (n + 16)·2^-24·Σ|x·w| over the n reduced terms (graph/ops/quantized.ts QUANT_ERROR_BOUND)",
+  rotary_embedding: "fused RoPE (native/kernels/rope.c: float32 rows in float over unit-stride halves, vectorized; other dtypes/strides in double): each product and the sum rounded as the decomposition's mul, mul, add store them, so exact against x·cos + rotate_half(x)·sin (float16/bfloat16: float32 steps, one rounding to the half type, as the js reference)",
 };
 
 /** The exact implementation of `op`: the backend's own prepare (shim kernel or js fallback). */

@@ -74,6 +74,7 @@ export const ATTR_ENCODERS: { readonly [K in OpName]?: AttrEncoder } & Record<st
   tri: (a) => [a.diagonal, a.upper ? 1 : 0],
   lora_linear: (a) => [a.scaling, a.has_bias ? 1 : 0],
   quantized_linear: (a: QuantizedLinearAttrs) => [QUANT_FORMAT_CODE[a.format], a.transposed ? 1 : 0, a.has_bias ? 1 : 0],
+  rotary_embedding: (a) => [a.transposed ? 1 : 0],
   matmul: none,
   fused_elementwise: (a, _i, c) => encodeProgram(a.program, c),
   fused_reduce: (a: FusedReduceAttrs, _i, c) => {

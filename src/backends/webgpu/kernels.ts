@@ -23,6 +23,7 @@ import { launchElementwise } from "./elementwise.ts";
 import { launchGemm, launchMatmul } from "./matmul.ts";
 import { launchQuantizedLinear } from "./quantized.ts";
 import { ERR_WGSL, PARAMS_WGSL } from "./queue.ts";
+import { launchRotaryEmbedding } from "./rope.ts";
 import { launchArg, launchCumsum, unravel } from "./reduce.ts";
 import { launchSpmm } from "./spmm.ts";
 
@@ -295,7 +296,7 @@ const atLeast1d = (launch: Launch): Launch => (ctx, ins, a, out) => launch(ctx, 
 /** Every kernel op of the registry, on the GPU. */
 export const KERNELS = {
   matmul, gather: atLeast1d(gather), scatter_add: atLeast1d(scatter_add), index_select: atLeast1d(index_select), index_add: atLeast1d(index_add), tri, cat, slice_backward, lora_linear, argmax, argmin, cumsum, argsort, spmm: launchSpmm,
-  quantized_linear: launchQuantizedLinear,
+  quantized_linear: launchQuantizedLinear, rotary_embedding: launchRotaryEmbedding,
 } satisfies Record<OpsOfKind<"kernel">, Launch>;
 
 export function checkRank(op: string, shape: readonly number[], max = 12): void {
