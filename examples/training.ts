@@ -7,7 +7,7 @@ import { no_grad } from "../src/autograd/grad_mode.ts";
 import { tensor } from "../src/lazy/creation.ts";
 import type { Tensor } from "../src/lazy/tensor.ts";
 import type { CharTokenizer } from "../src/models/char_tokenizer.ts";
-import type { GPT2LMHeadModel } from "../src/models/gpt2.ts";
+import type { GenerationConfig } from "../src/models/generate.ts";
 import { clip_grad_norm_ } from "../src/nn/clip_grad.ts";
 import { AdamW } from "../src/optim/adam.ts";
 import { get_cosine_schedule_with_warmup } from "../src/optim/lr_scheduler.ts";
@@ -15,8 +15,21 @@ import { Generator } from "../src/tensor/rng.ts";
 import type { Batch, Batcher } from "./data.ts";
 import { Progress } from "./progress.ts";
 
+/**
+ * What the loop needs of a causal LM: nanoGPT's `call(x, { targets })` with already shifted
+ * targets, the training flag, and (for sample_text) HF's generate. GPT2LMHeadModel and
+ * LlamaForCausalLM (examples/llama_pipeline.ts) both are one.
+ */
+export interface CausalLM {
+  call(x: Tensor, inputs: { targets: Tensor }): { loss: Tensor | null };
+  generate(input_ids: Tensor, config: GenerationConfig): Tensor;
+  readonly training: boolean;
+  train(mode?: boolean): unknown;
+  eval(): unknown;
+}
+
 /** Mean loss over fixed batches, in eval mode (no dropout) and without gradients. */
-export function evaluate(model: GPT2LMHeadModel, batches: readonly Batch[]): number {
+export function evaluate(model: CausalLM, batches: readonly Batch[]): number {
   const was = model.training;
   model.eval();
   try {
@@ -27,9 +40,9 @@ export function evaluate(model: GPT2LMHeadModel, batches: readonly Batch[]): num
 }
 
 /** `n` characters sampled after `prompt` (temperature 0.8, top-k 10 unless given). */
-export function sample_text(model: GPT2LMHeadModel, tok: CharTokenizer, prompt: string, n: number, opts: { seed?: number; temperature?: number; top_k?: number } = {}): string {
+export function sample_text(model: CausalLM, tok: CharTokenizer, prompt: string, n: number, opts: { seed?: number; temperature?: number; top_k?: number } = {}): string {
   const idx = tensor([tok.encode(prompt, { unknown: "skip" })], { dtype: "int64" });
-  const out = model.generate(idx, n, { temperature: opts.temperature ?? 0.8, top_k: opts.top_k ?? 10, generator: new Generator(opts.seed ?? 42) });
+  const out = model.generate(idx, { max_new_tokens: n, do_sample: true, temperature: opts.temperature ?? 0.8, top_k: opts.top_k ?? 10, generator: new Generator(opts.seed ?? 42) });
   return tok.decode((out.tolist() as number[][])[0]!.slice(idx.shape[1]!));
 }
 
@@ -60,7 +73,7 @@ export interface TrainResult {
  * Train `params` of `model` on batches from `batcher` with AdamW (PyTorch's update, decoupled
  * weight decay), warmup + cosine schedule, optional gradient clipping.
  */
-export function train(model: GPT2LMHeadModel, params: Tensor[], batcher: Batcher, val: readonly Batch[], o: TrainOptions): TrainResult {
+export function train(model: CausalLM, params: Tensor[], batcher: Batcher, val: readonly Batch[], o: TrainOptions): TrainResult {
   const opt = new AdamW(params, { lr: o.lr, weight_decay: o.weight_decay, betas: [0.9, 0.99] });
   const sched = get_cosine_schedule_with_warmup(opt, o.warmup, o.steps);
   const progress = new Progress(o.label, { enabled: o.verbose ?? true, unit: "tok" });
