@@ -18,3 +18,4 @@ if (missing.length) {
   process.exit(2);
 }
 await import("./loom.ts");
+export {};
