@@ -133,7 +133,7 @@ try {
       for (const f of readdirSync(built).filter((f) => f.startsWith("libloom-") && f.endsWith(".so"))) copyFileSync(join(built, f), join(nm, NAME, "native", "build", f));
     }
     writeFileSync(join(dir, "package.json"), JSON.stringify({ name: `${name}-app`, private: true, type: "module", dependencies: { [NAME]: `file:${tarball}` } }, null, 2));
-    const step = readFileSync(join(ROOT, "tests", "deno", "lora_step.ts"), "utf8").replace(`"../../src/index.ts"`, `"${NAME}"`);
+    const step = readFileSync(join(ROOT, "tests", "deno", "lora_step.ts"), "utf8").replaceAll(`"../../src/index.ts"`, `"${NAME}"`);
     writeFileSync(join(dir, "lora_step.ts"), step);
     writeFileSync(join(dir, "main.ts"), `import * as loom from "${NAME}";\nimport { loraStep } from "./lora_step.ts";\nconsole.log(JSON.stringify({ info: loom.runtime_info(), step: loraStep(loom) }));\n`);
     return dir;
