@@ -17,6 +17,7 @@ import { join, normalize } from "node:path";
 import * as loom from "../../src/index.ts";
 import { buildDemo } from "../../examples/browser/build.ts";
 import { generate, loadModel, logitsOf } from "../../examples/browser/demo.ts";
+import { writeDemoCheckpoint } from "./checkpoint.ts";
 
 const REQUIRE = process.env.LOOM_REQUIRE_BROWSER === "1";
 const TOKENS = 24;
@@ -44,19 +45,7 @@ let browser: ReturnType<typeof Bun.spawn> | null = null;
 let server: ReturnType<typeof Bun.serve> | null = null;
 try {
   // ---- 1. a checkpoint and an adapter, as the main job writes them --------------------------
-  loom.manual_seed(0);
-  const tok = loom.models.CharTokenizer.from_text("\nAabdeilmnorsty ");
-  const config = new loom.models.GPT2Config({ vocab_size: tok.vocab_size, n_positions: 32, n_embd: 32, n_layer: 2, n_head: 4, resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0 });
-  const base = new loom.models.GPT2LMHeadModel(config, { generator: new loom.Generator(1) });
-  loom.models.save_checkpoint(base, join(work, "model"), { skip: ["lm_head.weight"] });
-  config.save_pretrained(join(work, "model"));
-  tok.save_pretrained(join(work, "model"));
-  const peft = loom.lora.get_peft_model(base, new loom.lora.LoraConfig({ r: 4, lora_alpha: 8, target_modules: ["c_attn", "c_proj"], fan_in_fan_out: true, task_type: "CAUSAL_LM" }));
-  loom.no_grad(() => {
-    const g = new loom.Generator(2);
-    for (const [name, p] of peft.named_parameters()) if (name.includes("lora_B")) p.copy_(loom.randn([...p.shape], { generator: g }).mul(0.2));
-  });
-  loom.lora.save_adapter(peft, join(work, "adapter"));
+  const config = writeDemoCheckpoint(loom, work);
 
   // ---- 2. the bundle, served -----------------------------------------------------------------
   const t0 = performance.now();

@@ -15,8 +15,9 @@ export function test(name: string, fn: Fn, ignore = false): void {
   if (D) D.test({ name, fn, sanitizeOps: false, sanitizeResources: false, ignore });
   else {
     // computed specifier: Deno never resolves bun:test
-    const t = (import.meta.require("bun" + ":test") as { test: ((n: string, f: Fn) => void) & { skip(n: string, f: Fn): void } }).test;
-    (ignore ? t.skip : t)(name, fn);
+    const t = (import.meta.require("bun" + ":test") as { test: ((n: string, f: Fn, timeoutMs?: number) => void) & { skip(n: string, f: Fn): void } }).test;
+    if (ignore) t.skip(name, fn);
+    else t(name, fn, 120_000); // software WebGPU compiles its shaders slowly
   }
 }
 
