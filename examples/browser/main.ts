@@ -1,7 +1,8 @@
 /**
- * The browser demo page's entry (bundled by build.ts with `bun build --target browser`).
- * Query parameters: model (default ../../checkpoints/char-gpt/), adapter (default
- * ../../checkpoints/char-gpt-lora-names/, "none" for the base model), prompt, tokens (default 64),
+ * The browser demo page's entry (bundled by build.ts with `bun build --target browser`; served
+ * by serve.ts). Query parameters: model (default /checkpoints/char-gpt/, what the main job
+ * writes), adapter (default /checkpoints/char-gpt-lora-names/, "none" for the base model),
+ * prompt, tokens (default 64),
  * device ("webgpu" default, or "cpu"), report (a URL: the result is POSTed there as JSON, for
  * tests/browser/run.ts).
  */
@@ -12,8 +13,8 @@ const $ = (id: string) => document.getElementById(id)!;
 const status = (s: string) => { $("status").textContent = s; };
 
 async function main(): Promise<void> {
-  const modelUrl = q.get("model") ?? "../../checkpoints/char-gpt/";
-  const adapterParam = q.get("adapter") ?? "../../checkpoints/char-gpt-lora-names/";
+  const modelUrl = q.get("model") ?? "/checkpoints/char-gpt/";
+  const adapterParam = q.get("adapter") ?? "/checkpoints/char-gpt-lora-names/";
   const adapterUrl = adapterParam === "none" ? null : adapterParam;
   const n = Number(q.get("tokens") ?? 64);
   status(`loading ${modelUrl}${adapterUrl ? ` + ${adapterUrl}` : ""}...`);
