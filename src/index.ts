@@ -1,5 +1,5 @@
 /**
- * Loom: a PyTorch-like tensor framework for Bun. `import * as loom from "loom"`.
+ * Loom: a PyTorch-like tensor framework for Bun, Deno and the browser. `import * as loom from "loom-tensor"`.
  */
 import "./runtime/globals.ts"; // first: a browser bundle gets a minimal `process` before any module reads it
 export { Tensor } from "./lazy/tensor.ts";

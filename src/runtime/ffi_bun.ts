@@ -20,7 +20,7 @@ export function bunFfi(): Ffi {
         close: () => lib.close(),
       };
     },
-    ptr: (a) => ptr(a as Parameters<typeof ptr>[0]),
+    ptr: ptr as unknown as Ffi["ptr"], // bun:ffi's own: no wrapper on the command-buffer hot path
     cstring: (p) => (p ? new CString(p as Pointer).toString() : ""),
     adopt: (p, bytes, freeFn) =>
       // bun:ffi's undocumented 5-argument form: the deallocator gets (bytes, context) when the buffer is collected

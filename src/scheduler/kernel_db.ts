@@ -93,8 +93,8 @@ function open(): Db | null {
   if (!path || typeof (globalThis as { Bun?: unknown }).Bun === "undefined") return null;
   try {
     mkdirSync(dirname(path), { recursive: true });
-    // a runtime import keeps this module loadable where bun:sqlite does not exist (Deno)
-    const { Database } = require("bun:sqlite") as { Database: new (p: string) => Db };
+    // a runtime import (computed: bundlers do not follow it) keeps this module loadable where bun:sqlite does not exist (Deno, browsers)
+    const { Database } = require("bun:" + "sqlite") as { Database: new (p: string) => Db };
     const d = new Database(path);
     d.exec("PRAGMA busy_timeout = 2000");
     // the schema's version is in the table name: a file from an older Loom is ignored, not misread

@@ -12,8 +12,17 @@ import { moduleDir } from "../../runtime/files.ts";
 import { spawnSync } from "../../runtime/process.ts";
 import { opTableHeader } from "./optable.ts";
 
-// "" in a browser bundle (no files): the path is then never used, since there is no FFI either
-export const NATIVE_DIR = moduleDir(import.meta) ? resolve(moduleDir(import.meta), "../../../native") : "";
+/**
+ * The package's native/ folder: three levels up from this file in the sources, one up from the
+ * bundled dist/index.js (what Deno and Node load from an installed package); "" in a browser
+ * bundle (no files: the path is never used there, since there is no FFI either).
+ */
+export const NATIVE_DIR = ((): string => {
+  const here = moduleDir(import.meta);
+  if (!here) return "";
+  for (const up of ["../../../native", "../native"]) if (existsSync(join(resolve(here, up), "shim.c"))) return resolve(here, up);
+  return resolve(here, "../../../native");
+})();
 export const BUILD_DIR = NATIVE_DIR && join(NATIVE_DIR, "build");
 /**
  * Flags: -O3 -march=native for this CPU's vectors, pthreads for the pool, no OpenMP;

@@ -205,7 +205,7 @@ function compilePending(): void {
       writeFileSync(cfile, src);
       const cc = compiler();
       const r: SpawnResult = spawnSync([cc, ...JIT_CFLAGS, "-o", tmp, cfile, "-lmvec", "-lm"]);
-      if (r.exitCode === -1) {
+      if (!r.started) {
         rmSync(cfile, { force: true });
         return fail(`'${cc}' could not run (${r.stderr})`);
       }

@@ -137,7 +137,8 @@ async function openNavigatorGpu(): Promise<{ ctx: GpuContext | null; reason: str
     const errors: string[] = [];
     device.addEventListener("uncapturederror", (ev) => { errors.push((ev as GPUUncapturedErrorEvent).error.message); });
     const info = (adapter as GPUAdapter & { info?: GPUAdapterInfo }).info;
-    const description = info ? describe(info) : "WebGPU adapter";
+    // browsers fill vendor/architecture (e.g. "google swiftshader") and often leave device/description empty
+    const description = info ? [info.vendor, info.architecture, info.device, info.description].filter((x) => x).join(" ") || "WebGPU adapter" : "WebGPU adapter";
     return {
       ctx: { device, description, software: (info as { architecture?: string } | undefined)?.architecture === "software" || /llvmpipe|swiftshader|lavapipe/i.test(description), processEvents: () => {}, errors },
       reason: "",
