@@ -16,6 +16,7 @@
 import type { OpDef } from "../graph/op.ts";
 import type { FusedOpName, OpName } from "../graph/registry.ts";
 import type { DType } from "../tensor/dtype.ts";
+import type { TensorData } from "../tensor/storage.ts";
 import type { InputLayout, PreparedKernel } from "./backend.ts";
 
 /** An implementation's error contract (see the file comment). */
@@ -66,4 +67,10 @@ export interface Implementation {
   applies(a: Application): boolean;
   /** A kernel for a compiled plan (same contract as Backend.prepare). */
   prepare(a: Application): PreparedKernel;
+  /**
+   * Run the application now on these buffers (their layouts are `a.inputs`) and return the dense
+   * result: how an eager composite (softmax, rms_norm, layer_norm) reaches its fused kernel
+   * without a plan. Absent: only plans can use this implementation.
+   */
+  run?(a: Application, inputs: readonly TensorData[]): TensorData;
 }

@@ -232,6 +232,26 @@ export class NativeBackend implements BatchBackend {
     return out;
   }
 
+  /**
+   * Run shim kernel `name` now with these attribute words (eager dispatch of a catalog
+   * implementation: Implementation.run), as `run` does for an op's own kernel.
+   */
+  runKernel(name: string, words: readonly number[], inputs: readonly TensorData[], shape: readonly number[], dtype: DType): TensorData {
+    const code = this.lib.opcodes.get(name);
+    if (code === undefined) throw new Error(`[native] the shim has no kernel ${name}`);
+    if (this.batch !== null) this.flush(); // never interleave with a plan being recorded
+    const out = this.memory.alloc(dtype, shape);
+    const w = this.eager;
+    w.n = 0;
+    w.count = 0;
+    w.instr(code, words, out, inputs);
+    this.counts[code]!++;
+    this.stats.ops++;
+    this.stats.execs++;
+    if (this.lib.sym.loom_exec(w.bufAddr, w.n) >= 0) throw nativeError(cstr(this.lib.sym.loom_error()));
+    return out;
+  }
+
   private contiguous(x: TensorData): TensorData {
     if (numel(x.shape) === 0 || x.shape.length > MAX_DIMS) return toContiguous(x);
     return this.run(OPS.contiguous, [x], {}, x.shape, x.dtype);
