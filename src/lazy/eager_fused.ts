@@ -8,18 +8,22 @@
  * the exact fused kernel (the bits of the unfused ops), at the default float32 tolerance the
  * bounded row kernel (native/kernels/rows_f32.c).
  *
+ * The same for rms_norm and layer_norm (functional.ts) with their fused_rms_norm /
+ * fused_layer_norm. log_softmax has no fused op: it stays op by op.
+ *
  * Used only where no gradient is recorded (the fused ops have no gradient rules: they exist only
  * inside compiled plans, after autograd), the compiler's `patterns` option is on, the backend has
  * a catalog with a runnable implementation, and the dtype is one the pattern pass matches.
  */
 import type { Application } from "../backends/catalog.ts";
 import type { OpDef } from "../graph/op.ts";
-import { patternDtype, type FusedSoftmaxAttrs } from "../graph/passes/fused_ops.ts";
+import { patternDtype, type FusedSoftmaxAttrs, type NormAttrs } from "../graph/passes/fused_ops.ts";
 import { FUSED_OPS } from "../graph/registry.ts";
 import { compilerOptions } from "../scheduler/options.ts";
 import { candidates } from "../scheduler/select.ts";
-import type { DType } from "../tensor/dtype.ts";
-import type { TensorData } from "../tensor/storage.ts";
+import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
+import { numel } from "../tensor/shape.ts";
+import { scalarData, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 
 /**
@@ -48,4 +52,22 @@ export function fusedSoftmax(device: string, x: TensorData, dim: number): Tensor
     prologue: { shape: x.shape, code: [{ k: "load", input: 0, strides: x.strides, offset: 0, dtype: x.dtype }], out: 0 },
   };
   return runFused(device, FUSED_OPS.fused_softmax, [x], attrs, x.shape, x.dtype);
+}
+
+/**
+ * rms_norm (inputs [x, n, eps, w?]) or layer_norm ([x, n, n, n, eps, w?, b?]) of `x` over its
+ * last `dims` dims as one fused kernel, as the pattern pass builds it for functional.ts's
+ * decomposition: n and eps are the 0-d constants the decomposition's `div(n)` and `add(eps)`
+ * wrap (surface.ts `_wrap`: PyTorch's scalar promotion), so the exact kernel rounds as they do.
+ * `w`, `b`: x's dtype and the normalized shape (checked by the caller). Null where no fused
+ * implementation runs.
+ */
+export function fusedNorm(device: string, kind: "rms_norm" | "layer_norm", x: TensorData, dims: number, n: number, w: TensorData | null, b: TensorData | null, eps: number): TensorData | null {
+  if (!patternDtype(x.dtype) || dims < 1 || numel(x.shape) === 0) return null;
+  const c = (v: number) => scalarData(promoteWithScalar(x.dtype, v), v);
+  const cn = c(n);
+  const ins = [x, ...(kind === "rms_norm" ? [cn] : [cn, cn, cn]), c(eps), ...(w ? [w] : []), ...(b ? [b] : [])];
+  const attrs: NormAttrs = { dims, has_weight: w !== null, has_bias: b !== null };
+  const op = kind === "rms_norm" ? FUSED_OPS.fused_rms_norm : FUSED_OPS.fused_layer_norm;
+  return runFused(device, op, ins, attrs, x.shape, x.dtype);
 }

@@ -587,6 +587,14 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
   protected _fusedSoftmax(_dim: number): Self | null {
     return null;
   }
+  /**
+   * (functional.ts) rms_norm / layer_norm of this tensor over its last `dims` dims as one fused
+   * kernel now (eager tensors without a gradient to record: eager_fused.ts), or null for the
+   * decomposition op by op. `n` is the normalized element count, `eps` as given.
+   */
+  _fusedNorm(_kind: "rms_norm" | "layer_norm", _dims: number, _n: number, _weight: Self | null, _bias: Self | null, _eps: number): Self | null {
+    return null;
+  }
   /** Hook: eager tensors verify the view is possible without a copy. */
   protected _checkView(_shape: readonly number[]): void {}
   view_as(o: Self): Self { return this.view(o.shape as number[]); }

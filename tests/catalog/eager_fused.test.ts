@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
-import { SOFTMAX_X_CONTRACT } from "../../src/backends/native/rows.ts";
+import { LAYER_NORM_CONTRACT, RMS_NORM_CONTRACT, SOFTMAX_X_CONTRACT } from "../../src/backends/native/rows.ts";
 import { set_default_backend } from "../../src/lazy/device.ts";
 import { NATIVE } from "../native/helpers.ts";
 import { expectWithinContract as within, softmaxRef, t, values } from "./helpers.ts";
@@ -107,5 +107,72 @@ describe.skipIf(!NATIVE)("eager softmax runs the fused kernel (native)", () => {
     } finally {
       loom.set_compiler_options({}, true);
     }
+  });
+
+  /** rms_norm / layer_norm eager (fused), eager op by op (patterns off), lazy; and kernels run. */
+  function norms(x: T, w: T | null, b: T | null, kind: "rms" | "ln") {
+    const f = () => (kind === "rms" ? loom.rms_norm(x, [x.shape.at(-1)!], w, 1e-5) : loom.layer_norm(x, [x.shape.at(-1)!], w, b, 1e-5)) as T;
+    const g = () => (kind === "rms" ? loom.rms_norm(x.lazy(), [x.shape.at(-1)!], w?.lazy(), 1e-5) : loom.layer_norm(x.lazy(), [x.shape.at(-1)!], w?.lazy(), b?.lazy(), 1e-5)) as loom.LazyTensor;
+    const before = NATIVE!.stats.execs;
+    const y = f().dataSync();
+    const execs = NATIVE!.stats.execs - before;
+    const ref = loom.with_compiler_options({ patterns: false }, () => f().dataSync());
+    return { y, execs, ref, lazy: g().eval().dataSync() };
+  }
+  /** rms_norm / layer_norm rows in float64 (biased variance, the decomposition's math). */
+  function normRef(v: ArrayLike<number>, n: number, w: ArrayLike<number>, b: ArrayLike<number> | null, kind: "rms" | "ln"): Float64Array {
+    const out = new Float64Array(v.length);
+    for (let o = 0; o < v.length; o += n) {
+      let m = 0;
+      if (kind === "ln") { for (let j = 0; j < n; j++) m += v[o + j]!; m /= n; }
+      let s = 0;
+      for (let j = 0; j < n; j++) s += (v[o + j]! - m) ** 2;
+      const r = 1 / Math.sqrt(s / n + Math.fround(1e-5));
+      for (let j = 0; j < n; j++) out[o + j] = (v[o + j]! - m) * r * w[j]! + (b ? b[j]! : 0);
+    }
+    return out;
+  }
+
+  test("rms_norm and layer_norm: one kernel; eager == lazy bit for bit; within the row kernels' contracts", () => {
+    const n = 96, v = values(5 * n, 3, 1, 4), wv = values(n, 1, 0.5, 6), bv = values(n, 2, 0, 8);
+    const x = t(v, [5, n]), w = t(wv, [n]), b = t(bv, [n]);
+    for (const kind of ["rms", "ln"] as const) {
+      const r = norms(x, w, kind === "ln" ? b : null, kind);
+      expect(r.execs).toBe(1);
+      expect(bits(r.y)).toEqual(bits(r.lazy));
+      within(r.y, normRef(v, n, wv, kind === "ln" ? bv : null, kind), kind === "rms" ? RMS_NORM_CONTRACT : LAYER_NORM_CONTRACT);
+    }
+  });
+
+  test('rms_norm and layer_norm at "exact": the op-by-op bits, with and without weight/bias, strided rows', () => {
+    loom.set_compiler_options({ tolerance: "exact" });
+    try {
+      const n = 40, v = values(6 * n, 4, -1, 2);
+      const w = t(values(n, 1, 1, 3), [n]), b = t(values(n, 1, 0, 7), [n]);
+      for (const x of [t(v, [6, n]), t(v, [2, 3, n]).transpose(0, 1)]) {
+        for (const [ww, bb] of [[null, null], [w, null], [w, b]] as const) {
+          for (const kind of ["rms", "ln"] as const) {
+            const r = norms(x, ww, bb, kind);
+            expect(r.execs).toBe(1);
+            expect(Array.from(r.y)).toEqual(Array.from(r.ref));
+            expect(Array.from(r.y)).toEqual(Array.from(r.lazy));
+          }
+        }
+      }
+    } finally {
+      loom.set_compiler_options({}, true);
+    }
+  });
+
+  test("a weight requiring grad, or of another dtype, keeps the op-by-op decomposition", () => {
+    const x = t(values(4 * 8, 2), [4, 8]);
+    const w = t(values(8, 1, 1), [8]).requires_grad_(true);
+    const before = NATIVE!.stats.execs;
+    (loom.rms_norm(x, [8], w, 1e-5) as T).sum().backward();
+    expect(NATIVE!.stats.execs - before).toBeGreaterThan(1);
+    expect(w.grad).not.toBeNull();
+    const b2 = NATIVE!.stats.execs;
+    loom.rms_norm(x, [8], w.detach().to("float64"), 1e-5);
+    expect(NATIVE!.stats.execs - b2).toBeGreaterThan(1);
   });
 });
