@@ -68,9 +68,10 @@ export interface Implementation {
   /** A kernel for a compiled plan (same contract as Backend.prepare). */
   prepare(a: Application): PreparedKernel;
   /**
-   * Run the application now on these buffers (their layouts are `a.inputs`) and return the dense
-   * result: how an eager composite (softmax, rms_norm, layer_norm) reaches its fused kernel
-   * without a plan. Absent: only plans can use this implementation.
+   * A function running the application now on buffers with the layouts `a.inputs` and returning
+   * the dense result: how an eager composite (softmax, rms_norm, layer_norm) reaches its fused
+   * kernel without a plan (prepared once per layout and cached by the caller, as a plan's kernels
+   * are). Absent: only plans can use this implementation.
    */
-  run?(a: Application, inputs: readonly TensorData[]): TensorData;
+  runner?(a: Application): (inputs: readonly TensorData[]) => TensorData;
 }

@@ -4,9 +4,11 @@
  * turns the same decomposition into one `fused_softmax` when it is lazy. Eager tensors ask the
  * kernel catalog (backends/catalog.ts) for the same fused op, chosen as a plan chooses it
  * (scheduler/select.ts `candidates` at the global tolerance), and run it now through the
- * implementation's `run`. So eager and lazy run the same kernel: at `tolerance: "exact"` that is
- * the exact fused kernel (the bits of the unfused ops), at the default float32 tolerance the
- * bounded row kernel (native/kernels/rows_f32.c).
+ * implementation's `runner`, chosen and prepared once per layout and options object, then cached
+ * (a kernel database written later by `loom tune` is seen after the next set_compiler_options).
+ * So eager and lazy run the same kernel: at `tolerance: "exact"` the exact fused kernel (the
+ * bits of the unfused ops), at the default float32 tolerance the bounded row kernel
+ * (native/kernels/rows_f32.c).
  *
  * The same for rms_norm and layer_norm (functional.ts) with their fused_rms_norm /
  * fused_layer_norm. log_softmax has no fused op: it stays op by op.
@@ -26,18 +28,48 @@ import { numel } from "../tensor/shape.ts";
 import { scalarData, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 
+type Runner = (inputs: readonly TensorData[]) => TensorData;
+/**
+ * Chosen runners by application key (op, dtypes, shapes, strides, attrs), valid for the
+ * options object they were chosen under (set_compiler_options replaces it: a new tolerance
+ * chooses again). Null: no implementation runs it. Bounded: cleared past MAX_CACHED keys.
+ */
+const cache = new Map<string, Runner | null>();
+let cacheOptions: unknown = null;
+const MAX_CACHED = 512;
+
+/** The layouts part of a cache key: each input's dtype, shape and strides. */
+function layoutKey(inputs: readonly TensorData[]): string {
+  let k = "";
+  for (const t of inputs) k += `${t.dtype}:${t.shape.join(",")}:${t.strides.join(",")};`;
+  return k;
+}
+
 /**
  * The application's result computed now by the best runnable implementation of `op` on
  * `device`, or null when none applies (the caller then runs the decomposition op by op).
+ * `key` names `attrs` (with op and layouts it keys the cached choice).
  */
-export function runFused(device: string, op: OpDef, inputs: readonly TensorData[], attrs: unknown, shape: readonly number[], dtype: DType): TensorData | null {
-  const backend = backendFor(device);
-  if (!backend.implementations) return null;
+export function runFused(device: string, op: OpDef, inputs: readonly TensorData[], attrs: unknown, key: string, shape: readonly number[], dtype: DType): TensorData | null {
   const opts = compilerOptions();
   if (!opts.patterns) return null;
-  const a: Application = { op, inputs, attrs, shape, dtype };
-  for (const impl of candidates(backend, a, opts.tolerance)) if (impl.run) return impl.run(a, inputs);
-  return null;
+  if (cacheOptions !== opts || cache.size > MAX_CACHED) {
+    cache.clear();
+    cacheOptions = opts;
+  }
+  const k = `${device}|${op.name}|${key}|${layoutKey(inputs)}`;
+  let run = cache.get(k);
+  if (run === undefined) {
+    run = null;
+    const backend = backendFor(device);
+    if (backend.implementations) {
+      const a: Application = { op, inputs, attrs, shape, dtype };
+      const impl = candidates(backend, a, opts.tolerance).find((i) => i.runner);
+      if (impl) run = impl.runner!(a);
+    }
+    cache.set(k, run);
+  }
+  return run === null ? null : run(inputs);
 }
 
 /**
@@ -51,7 +83,7 @@ export function fusedSoftmax(device: string, x: TensorData, dim: number): Tensor
     dim,
     prologue: { shape: x.shape, code: [{ k: "load", input: 0, strides: x.strides, offset: 0, dtype: x.dtype }], out: 0 },
   };
-  return runFused(device, FUSED_OPS.fused_softmax, [x], attrs, x.shape, x.dtype);
+  return runFused(device, FUSED_OPS.fused_softmax, [x], attrs, `${dim}`, x.shape, x.dtype);
 }
 
 /**
@@ -69,5 +101,5 @@ export function fusedNorm(device: string, kind: "rms_norm" | "layer_norm", x: Te
   const ins = [x, ...(kind === "rms_norm" ? [cn] : [cn, cn, cn]), c(eps), ...(w ? [w] : []), ...(b ? [b] : [])];
   const attrs: NormAttrs = { dims, has_weight: w !== null, has_bias: b !== null };
   const op = kind === "rms_norm" ? FUSED_OPS.fused_rms_norm : FUSED_OPS.fused_layer_norm;
-  return runFused(device, op, ins, attrs, x.shape, x.dtype);
+  return runFused(device, op, ins, attrs, `${dims}${attrs.has_weight ? "w" : ""}${attrs.has_bias ? "b" : ""}`, x.shape, x.dtype);
 }

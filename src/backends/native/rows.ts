@@ -124,7 +124,7 @@ function softmax(b: NativeBackend, fast: boolean): Implementation {
       return simplePrologue(at.prologue, a.inputs);
     },
     prepare: (a) => b.instruction(fast ? "fused_softmax_f32x" : "fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
-    run: (a, ins) => b.runKernel(fast ? "fused_softmax_f32x" : "fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), ins, a.shape, a.dtype),
+    runner: (a) => b.kernelRunner(fast ? "fused_softmax_f32x" : "fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), a.shape, a.dtype),
   };
 }
 
@@ -144,7 +144,7 @@ function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm"): Impl
       return affine.every((t) => t.dtype === "float32" && isContiguous(t.shape, t.strides));
     },
     prepare: (a) => b.instruction(`${op}_f32`, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
-    run: (a, ins) => b.runKernel(`${op}_f32`, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), ins, a.shape, a.dtype),
+    runner: (a) => b.kernelRunner(`${op}_f32`, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), a.shape, a.dtype),
   };
 }
 
