@@ -11,7 +11,6 @@ import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
 import { forEachStrided, isDense, toContiguous, type TensorData } from "../tensor/storage.ts";
 import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
-import { compilerOptions } from "../scheduler/options.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
@@ -178,21 +177,11 @@ export class Tensor extends TensorOps<Tensor> {
     if (this._buf === null) return true; // a pending value is dense
     return op.name !== "reshape" || viewStrides(this._d.shape, this._d.strides, out.shape) !== null;
   }
-  /**
-   * softmax as one fused kernel (eager_fused.ts) when nothing is pending. With a gradient to
-   * record, the result gets softmax's own backward, torch's _softmax_backward_data:
-   * dx = y · (g − Σ_dim g·y); at `tolerance: "exact"` the decomposition runs op by op instead,
-   * so its gradient keeps the lazy graph's bits.
-   */
+  /** softmax as one fused kernel (eager_fused.ts) when no gradient is recorded and nothing is pending. */
   protected override _fusedSoftmax(dim: number): Tensor | null {
-    if (this._pend !== null) return null;
-    const grad = this.requires_grad && is_grad_enabled();
-    if (grad && compilerOptions().tolerance === "exact") return null;
+    if (this._pend !== null || (this.requires_grad && is_grad_enabled())) return null;
     const y = fusedSoftmax(this.device, this._d, dim);
-    if (y === null) return null;
-    const out = new Tensor(y, this.device);
-    if (grad) this._record(out, "SoftmaxBackward0", [this], (g) => [out.mul(g.sub(g.mul(out).sum(dim, true)))]);
-    return out;
+    return y === null ? null : new Tensor(y, this.device);
   }
   /**
    * rms_norm / layer_norm as one fused kernel (eager_fused.ts) when no gradient is recorded,
