@@ -30,7 +30,7 @@ import { backendFor } from "./device.ts";
 
 type Runner = (inputs: readonly TensorData[]) => TensorData;
 /**
- * Chosen runners by application key (op, dtypes, shapes, strides, attrs), valid for the
+ * Chosen runners by application key (backend, op, dtypes, shapes, strides, attrs), valid for the
  * options object they were chosen under (set_compiler_options replaces it: a new tolerance
  * chooses again). Null: no implementation runs it. Bounded: cleared past MAX_CACHED keys.
  */
@@ -57,11 +57,12 @@ export function runFused(device: string, op: OpDef, inputs: readonly TensorData[
     cache.clear();
     cacheOptions = opts;
   }
-  const k = `${device}|${op.name}|${key}|${layoutKey(inputs)}`;
+  // the backend's name, not the device's: "cpu" is js or native (set_default_backend)
+  const backend = backendFor(device);
+  const k = `${backend.name}|${op.name}|${key}|${layoutKey(inputs)}`;
   let run = cache.get(k);
   if (run === undefined) {
     run = null;
-    const backend = backendFor(device);
     if (backend.implementations) {
       const a: Application = { op, inputs, attrs, shape, dtype };
       const impl = candidates(backend, a, opts.tolerance).find((i) => i.runner);

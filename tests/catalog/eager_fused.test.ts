@@ -97,6 +97,20 @@ describe.skipIf(!NATIVE)("eager softmax runs the fused kernel (native)", () => {
     expect(NATIVE!.stats.execs - b2).toBe(1);
   });
 
+  test("after set_default_backend('js'), an eager softmax on the cpu device runs js's op-by-op kernels (the choice is per backend)", () => {
+    const x = t(values(3 * 7, 2, 0, 11), [3, 7]);
+    x.softmax(-1); // native: chosen and cached
+    const before = NATIVE!.stats.execs;
+    set_default_backend("js");
+    try {
+      const y = x.softmax(-1).dataSync();
+      expect(NATIVE!.stats.execs - before).toBe(0);
+      expect(Array.from(y)).toEqual(Array.from(opByOp(x, -1).dataSync()));
+    } finally {
+      set_default_backend("native");
+    }
+  });
+
   test('with patterns off, eager runs op by op (set_compiler_options({ patterns: false }))', () => {
     loom.set_compiler_options({ patterns: false });
     try {
