@@ -16,6 +16,7 @@
 import type { OpDef } from "../graph/op.ts";
 import type { FusedOpName, OpName } from "../graph/registry.ts";
 import type { DType } from "../tensor/dtype.ts";
+import type { TensorData } from "../tensor/storage.ts";
 import type { InputLayout, PreparedKernel } from "./backend.ts";
 
 /** An implementation's error contract (see the file comment). */
@@ -66,4 +67,11 @@ export interface Implementation {
   applies(a: Application): boolean;
   /** A kernel for a compiled plan (same contract as Backend.prepare). */
   prepare(a: Application): PreparedKernel;
+  /**
+   * A function running the application now on buffers with the layouts `a.inputs` and returning
+   * the dense result: how an eager composite (softmax, rms_norm, layer_norm) reaches its fused
+   * kernel without a plan (prepared once per layout and cached by the caller, as a plan's kernels
+   * are). Absent: only plans can use this implementation.
+   */
+  runner?(a: Application): (inputs: readonly TensorData[]) => TensorData;
 }

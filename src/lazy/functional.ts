@@ -112,6 +112,9 @@ function normDims(op: string, x: TensorOps<any>, normalized_shape: readonly numb
  */
 export function layer_norm<S extends TensorOps<S>>(x: S, normalized_shape: readonly number[], weight?: S | null, bias?: S | null, eps = 1e-5): S {
   const dims = normDims("layer_norm", x, normalized_shape);
+  const n = dims.reduce((p, d) => p * x.shape[d]!, 1);
+  const f = x._fusedNorm("layer_norm", dims.length, n, weight ?? null, bias ?? null, eps);
+  if (f !== null) return f;
   const d0 = x.sub(x.mean(dims, true).detach());
   const d = d0.sub(d0.mean(dims, true));
   let y = d.mul(d.mul(d).mean(dims, true).add(eps).rsqrt());
@@ -131,6 +134,8 @@ const FINFO_EPS: Partial<Record<DType, number>> = {
 export function rms_norm<S extends TensorOps<S>>(x: S, normalized_shape: readonly number[], weight?: S | null, eps?: number | null): S {
   const dims = normDims("rms_norm", x, normalized_shape);
   const e = eps ?? FINFO_EPS[x.dtype] ?? 1.1920928955078125e-7;
+  const f = x._fusedNorm("rms_norm", dims.length, dims.reduce((p, d) => p * x.shape[d]!, 1), weight ?? null, null, e);
+  if (f !== null) return f;
   const y = x.mul(x.mul(x).mean(dims, true).add(e).rsqrt());
   return weight ? y.mul(weight) : y;
 }

@@ -537,6 +537,8 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     requireFloat("softmax", this.dtype);
     const d = normalizeDim("softmax", dim, this.ndim);
     if (this.shape[d] === 0) return this.clone();
+    const f = this._fusedSoftmax(d);
+    if (f !== null) return f;
     const e = this.sub(this.amax(d, true).detach()).exp();
     return e.div(e.sum(d, true));
   }
@@ -577,6 +579,21 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    */
   protected _viewAliases(_op: OpDef, _out: Self): boolean {
     return true;
+  }
+  /**
+   * Hook: softmax over `dim` as one fused kernel now (eager tensors without a gradient to record:
+   * eager_fused.ts), or null for the decomposition op by op.
+   */
+  protected _fusedSoftmax(_dim: number): Self | null {
+    return null;
+  }
+  /**
+   * (functional.ts) rms_norm / layer_norm of this tensor over its last `dims` dims as one fused
+   * kernel now (eager tensors without a gradient to record: eager_fused.ts), or null for the
+   * decomposition op by op. `n` is the normalized element count, `eps` as given.
+   */
+  _fusedNorm(_kind: "rms_norm" | "layer_norm", _dims: number, _n: number, _weight: Self | null, _bias: Self | null, _eps: number): Self | null {
+    return null;
   }
   /** Hook: eager tensors verify the view is possible without a copy. */
   protected _checkView(_shape: readonly number[]): void {}

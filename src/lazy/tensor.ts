@@ -10,10 +10,11 @@ import type { DType, TypedArray } from "../tensor/dtype.ts";
 import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
 import { forEachStrided, isDense, toContiguous, type TensorData } from "../tensor/storage.ts";
-import { no_grad } from "../autograd/grad_mode.ts";
+import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
+import { fusedNorm, fusedSoftmax } from "./eager_fused.ts";
 import { LazyTensor } from "./lazy_tensor.ts";
 import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./readers.ts";
 import { TensorOps } from "./surface.ts";
@@ -175,6 +176,27 @@ export class Tensor extends TensorOps<Tensor> {
   protected override _viewAliases(op: OpDef, out: Tensor): boolean {
     if (this._buf === null) return true; // a pending value is dense
     return op.name !== "reshape" || viewStrides(this._d.shape, this._d.strides, out.shape) !== null;
+  }
+  /** softmax as one fused kernel (eager_fused.ts) when no gradient is recorded and nothing is pending. */
+  protected override _fusedSoftmax(dim: number): Tensor | null {
+    if (this._pend !== null || (this.requires_grad && is_grad_enabled())) return null;
+    const y = fusedSoftmax(this.device, this._d, dim);
+    return y === null ? null : new Tensor(y, this.device);
+  }
+  /**
+   * rms_norm / layer_norm as one fused kernel (eager_fused.ts) when no gradient is recorded,
+   * nothing is pending and weight/bias have x's dtype, device and the normalized shape.
+   */
+  override _fusedNorm(kind: "rms_norm" | "layer_norm", dims: number, n: number, weight: Tensor | null, bias: Tensor | null, eps: number): Tensor | null {
+    const grad = is_grad_enabled();
+    const norm = this.shape.slice(this.ndim - dims);
+    for (const t of [this, weight, bias]) {
+      if (t === null) continue;
+      if (t._pend !== null || (grad && t.requires_grad) || t.device !== this.device || t.dtype !== this.dtype) return null;
+      if (t !== this && (t.ndim !== dims || t.shape.some((s, i) => s !== norm[i]))) return null;
+    }
+    const y = fusedNorm(this.device, kind, this._d, dims, n, weight?._d ?? null, bias?._d ?? null, eps);
+    return y === null ? null : new Tensor(y, this.device);
   }
   protected override _checkView(shape: readonly number[]): void {
     if (this._buf === null) return; // a pending value is dense: every view applies

@@ -232,6 +232,29 @@ export class NativeBackend implements BatchBackend {
     return out;
   }
 
+  /**
+   * A function running shim kernel `name` now with these attribute words on inputs of the
+   * layouts the words were encoded for (eager dispatch of a catalog implementation:
+   * Implementation.runner), as `run` does for an op's own kernel.
+   */
+  kernelRunner(name: string, words: readonly number[], shape: readonly number[], dtype: DType): (inputs: readonly TensorData[]) => TensorData {
+    const code = this.lib.opcodes.get(name);
+    if (code === undefined) throw new Error(`[native] the shim has no kernel ${name}`);
+    return (inputs) => {
+      if (this.batch !== null) this.flush(); // never interleave with a plan being recorded
+      const out = this.memory.alloc(dtype, shape);
+      const w = this.eager;
+      w.n = 0;
+      w.count = 0;
+      w.instr(code, words, out, inputs);
+      this.counts[code]!++;
+      this.stats.ops++;
+      this.stats.execs++;
+      if (this.lib.sym.loom_exec(w.bufAddr, w.n) >= 0) throw nativeError(cstr(this.lib.sym.loom_error()));
+      return out;
+    };
+  }
+
   private contiguous(x: TensorData): TensorData {
     if (numel(x.shape) === 0 || x.shape.length > MAX_DIMS) return toContiguous(x);
     return this.run(OPS.contiguous, [x], {}, x.shape, x.dtype);

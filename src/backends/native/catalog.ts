@@ -32,6 +32,7 @@ function exact(b: NativeBackend, op: OpName | FusedOpName): Implementation {
     doc: EXACT_DOCS[op as OpName] ?? "the shim's exact kernel (each intermediate rounded as the unfused ops store it; js fallback where the shim lacks the op)",
     applies: () => true,
     prepare: (a: Application) => b.prepare(a.op, a.inputs, a.attrs, a.shape, a.dtype),
+    runner: ({ op: o, attrs, shape, dtype }: Application) => (ins) => b.run(o, ins, attrs, shape, dtype), // not `a`: it holds the first call's buffers
   };
 }
 

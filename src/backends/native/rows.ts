@@ -124,6 +124,7 @@ function softmax(b: NativeBackend, fast: boolean): Implementation {
       return simplePrologue(at.prologue, a.inputs);
     },
     prepare: (a) => b.instruction(fast ? "fused_softmax_f32x" : "fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
+    runner: (a) => b.kernelRunner(fast ? "fused_softmax_f32x" : "fused_softmax_f32", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), a.shape, a.dtype),
   };
 }
 
@@ -143,6 +144,7 @@ function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm"): Impl
       return affine.every((t) => t.dtype === "float32" && isContiguous(t.shape, t.strides));
     },
     prepare: (a) => b.instruction(`${op}_f32`, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
+    runner: (a) => b.kernelRunner(`${op}_f32`, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), a.shape, a.dtype),
   };
 }
 

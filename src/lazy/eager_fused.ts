@@ -1,0 +1,106 @@
+/**
+ * Eager dispatch of composites to their fused kernels. An eager softmax written op by op (amax,
+ * sub, exp, sum, div) runs five kernels and five passes over memory; the compiler's pattern pass
+ * turns the same decomposition into one `fused_softmax` when it is lazy. Eager tensors ask the
+ * kernel catalog (backends/catalog.ts) for the same fused op, chosen as a plan chooses it
+ * (scheduler/select.ts `candidates` at the global tolerance), and run it now through the
+ * implementation's `runner`, chosen and prepared once per layout and options object, then cached
+ * (a kernel database written later by `loom tune` is seen after the next set_compiler_options).
+ * So eager and lazy run the same kernel: at `tolerance: "exact"` the exact fused kernel (the
+ * bits of the unfused ops), at the default float32 tolerance the bounded row kernel
+ * (native/kernels/rows_f32.c).
+ *
+ * The same for rms_norm and layer_norm (functional.ts) with their fused_rms_norm /
+ * fused_layer_norm. log_softmax has no fused op: it stays op by op.
+ *
+ * Used only where no gradient is recorded (the fused ops have no gradient rules: they exist only
+ * inside compiled plans, after autograd), the compiler's `patterns` option is on, the backend has
+ * a catalog with a runnable implementation, and the dtype is one the pattern pass matches.
+ */
+import type { Application } from "../backends/catalog.ts";
+import type { OpDef } from "../graph/op.ts";
+import { patternDtype, type FusedSoftmaxAttrs, type NormAttrs } from "../graph/passes/fused_ops.ts";
+import { FUSED_OPS } from "../graph/registry.ts";
+import { compilerOptions } from "../scheduler/options.ts";
+import { candidates } from "../scheduler/select.ts";
+import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
+import { numel } from "../tensor/shape.ts";
+import { scalarData, type TensorData } from "../tensor/storage.ts";
+import { backendFor } from "./device.ts";
+
+type Runner = (inputs: readonly TensorData[]) => TensorData;
+/**
+ * Chosen runners by application key (backend, op, dtypes, shapes, strides, attrs), valid for the
+ * options object they were chosen under (set_compiler_options replaces it: a new tolerance
+ * chooses again). Null: no implementation runs it. Bounded: cleared past MAX_CACHED keys.
+ */
+const cache = new Map<string, Runner | null>();
+let cacheOptions: unknown = null;
+const MAX_CACHED = 512;
+
+/** The layouts part of a cache key: each input's dtype, shape and strides. */
+function layoutKey(inputs: readonly TensorData[]): string {
+  let k = "";
+  for (const t of inputs) k += `${t.dtype}:${t.shape.join(",")}:${t.strides.join(",")};`;
+  return k;
+}
+
+/**
+ * The application's result computed now by the best runnable implementation of `op` on
+ * `device`, or null when none applies (the caller then runs the decomposition op by op).
+ * `key` names `attrs` (with op and layouts it keys the cached choice).
+ */
+export function runFused(device: string, op: OpDef, inputs: readonly TensorData[], attrs: unknown, key: string, shape: readonly number[], dtype: DType): TensorData | null {
+  const opts = compilerOptions();
+  if (!opts.patterns) return null;
+  if (cacheOptions !== opts || cache.size > MAX_CACHED) {
+    cache.clear();
+    cacheOptions = opts;
+  }
+  // the backend's name, not the device's: "cpu" is js or native (set_default_backend)
+  const backend = backendFor(device);
+  const k = `${backend.name}|${op.name}|${key}|${layoutKey(inputs)}`;
+  let run = cache.get(k);
+  if (run === undefined) {
+    run = null;
+    if (backend.implementations) {
+      const a: Application = { op, inputs, attrs, shape, dtype };
+      const impl = candidates(backend, a, opts.tolerance).find((i) => i.runner);
+      if (impl) run = impl.runner!(a);
+    }
+    cache.set(k, run);
+  }
+  return run === null ? null : run(inputs);
+}
+
+/**
+ * softmax of `x` over `dim` (normalized, non-empty) as one fused kernel: the `fused_softmax`
+ * whose prologue is x itself (one load with x's own strides), as the pattern pass builds it for
+ * `x.softmax(dim)`. Null where no fused implementation runs (see the file comment).
+ */
+export function fusedSoftmax(device: string, x: TensorData, dim: number): TensorData | null {
+  if (!patternDtype(x.dtype) || x.shape.length === 0) return null;
+  const attrs: FusedSoftmaxAttrs = {
+    dim,
+    prologue: { shape: x.shape, code: [{ k: "load", input: 0, strides: x.strides, offset: 0, dtype: x.dtype }], out: 0 },
+  };
+  return runFused(device, FUSED_OPS.fused_softmax, [x], attrs, `${dim}`, x.shape, x.dtype);
+}
+
+/**
+ * rms_norm (inputs [x, n, eps, w?]) or layer_norm ([x, n, n, n, eps, w?, b?]) of `x` over its
+ * last `dims` dims as one fused kernel, as the pattern pass builds it for functional.ts's
+ * decomposition: n and eps are the 0-d constants the decomposition's `div(n)` and `add(eps)`
+ * wrap (surface.ts `_wrap`: PyTorch's scalar promotion), so the exact kernel rounds as they do.
+ * `w`, `b`: x's dtype and the normalized shape (checked by the caller). Null where no fused
+ * implementation runs.
+ */
+export function fusedNorm(device: string, kind: "rms_norm" | "layer_norm", x: TensorData, dims: number, n: number, w: TensorData | null, b: TensorData | null, eps: number): TensorData | null {
+  if (!patternDtype(x.dtype) || dims < 1 || numel(x.shape) === 0) return null;
+  const c = (v: number) => scalarData(promoteWithScalar(x.dtype, v), v);
+  const cn = c(n);
+  const ins = [x, ...(kind === "rms_norm" ? [cn] : [cn, cn, cn]), c(eps), ...(w ? [w] : []), ...(b ? [b] : [])];
+  const attrs: NormAttrs = { dims, has_weight: w !== null, has_bias: b !== null };
+  const op = kind === "rms_norm" ? FUSED_OPS.fused_rms_norm : FUSED_OPS.fused_layer_norm;
+  return runFused(device, op, ins, attrs, `${dims}${attrs.has_weight ? "w" : ""}${attrs.has_bias ? "b" : ""}`, x.shape, x.dtype);
+}
