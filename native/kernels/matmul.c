@@ -184,7 +184,9 @@ void matmul_entry(const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch
  * are fixed by K alone, so the bits do not depend on the thread count; eager and lazy products
  * both come here (matmul_into), so they agree.
  */
-#define GEMV_KB 128
+/* 64 rows: W7's K = 384 (18 of its 24 decode matrices) is 6 blocks, an even share for 2, 3 or 6
+ * threads (128 gave 3 blocks: 2 on one thread, 1 on the other); the partial rows stay in L2 */
+#define GEMV_KB 64
 typedef struct {
   const float *x, *B;
   int64_t incx, ldb, K, N;
