@@ -175,6 +175,12 @@ export class StaticCache {
   private readonly slots: Tensor;
   /** Positions 0..seen-1 have been written (HF get_seq_length). */
   private seen = 0;
+  /**
+   * Per lazy cache_position value (its graph node: an in-place op on the tensor makes a new one):
+   * its host positions (or null) and the one-hot slot matrix update builds from it, shared by the
+   * layers of one forward (read and recorded once instead of once per layer).
+   */
+  private readonly perPosition = new WeakMap<object, { known: number[] | null; onehot: unknown }>();
 
   /**
    * @throws LoomValueError for a missing or non-positive size (naming the key), n_embd not divisible
@@ -300,7 +306,11 @@ export class StaticCache {
     }
     // eager positions, and lazy ones the cache made, are checked here; other lazy ones were checked
     // by the caller on their JS values (reading them here would realize the graph mid-forward)
-    const known = KNOWN_POSITIONS.get(pos) ?? hostPositions(pos);
+    // (eager positions are read at every call: an in-place write may have changed them)
+    const node = pos.isLazy ? (pos as unknown as { node: object }).node : null;
+    let memo = node ? this.perPosition.get(node) : undefined;
+    if (node && !memo) this.perPosition.set(node, (memo = { known: KNOWN_POSITIONS.get(pos) ?? hostPositions(pos), onehot: null }));
+    const known = memo ? memo.known : KNOWN_POSITIONS.get(pos) ?? hostPositions(pos);
     if (known) {
       this.check_positions(known);
       // HF get_seq_length counts layer 0's written slots: the same count, kept as a number
@@ -318,7 +328,11 @@ export class StaticCache {
       }
       return [k as unknown as S, v as unknown as S];
     }
-    const onehot = pos.unsqueeze(1).eq(lift(this.slots, key_states).unsqueeze(0)); // bool [T, T_max]: slot s takes position t
+    let onehot = memo?.onehot as S | null | undefined;
+    if (!onehot) {
+      onehot = pos.unsqueeze(1).eq(lift(this.slots, key_states).unsqueeze(0)); // bool [T, T_max]: slot s takes position t
+      if (memo) memo.onehot = onehot;
+    }
     const out: S[] = [];
     // known positions in one run: write only the new rows, a dense slice of the slot-major buffer
     // (one assign per layer and kind; two writes to one buffer before a flush would flush mid-forward)
