@@ -9,6 +9,7 @@
  *   bun bench/w11.ts --reps 3 --no-torch
  *   bun bench/w11.ts --modes lazy --full  # also Loom without the cache (use_cache: false; slow)
  *   bun bench/w11.ts --json             # JSON lines only
+ *   bun bench/w11.ts --profile --no-torch # also per token: kernels, realizes and native kernel ms by op
  *
  * Per mode: one warm-up generation (its plan compiles, planCacheStats misses, are "compiles":
  * a fresh process, so they are all the plans the generation needs), then --reps timed
@@ -23,6 +24,7 @@ import * as loom from "../src/index.ts";
 import { set_default_backend } from "../src/lazy/device.ts";
 import { with_execution_mode } from "../src/nn/execution.ts";
 import { planCacheStats } from "../src/scheduler/compile.ts";
+import { realizeStats } from "../src/scheduler/realize.ts";
 import { nativeBackend } from "../src/backends/native/backend.ts";
 import { cli, median } from "./lib/harness.ts";
 import { w7Model } from "./lib/workloads.ts";
@@ -35,6 +37,7 @@ const REPS = Number(cli.opt("--reps", "5"));
 const TORCH = !cli.flag("--no-torch");
 const FULL = cli.flag("--full");
 const JSON_ONLY = cli.flag("--json");
+const PROFILE = cli.flag("--profile");
 const MODES = cli.opt("--modes", "lazy,eager").split(",") as ("lazy" | "eager")[];
 const log = (s: string) => { if (!JSON_ONLY) console.log(s); };
 
@@ -60,7 +63,15 @@ function run(m: loom.models.GPT2LMHeadModel, prompt: loom.Tensor, mode: "lazy" |
     const warm = generate(m, prompt, use_cache);
     const m1 = planCacheStats.misses;
     const runs: number[][] = [];
+    const c0 = PROFILE ? nativeBackend()!.shimCounters() : null, r0 = realizeStats.realizes, k0 = realizeStats.nodes;
     for (let i = 0; i < REPS; i++) runs.push(generate(m, prompt, use_cache).stamps);
+    if (c0) {
+      // per generated token (prefill included): native kernels by op (wall ms, calls), realizes and plan kernels
+      const c1 = nativeBackend()!.shimCounters(), per = REPS * NEW;
+      const ops = [...c1.nsByOp].map(([k, ns]) => [k, (ns - (c0.nsByOp.get(k) ?? 0)) / per / 1e6, ((c1.byOp.get(k) ?? 0) - (c0.byOp.get(k) ?? 0)) / per] as const).filter((o) => o[2] > 0).sort((a, b) => b[1] - a[1]);
+      log(`[profile ${mode}] per token: realizes ${((realizeStats.realizes - r0) / per).toFixed(2)}, plan kernels ${((realizeStats.nodes - k0) / per).toFixed(1)}, native kernel ms ${ops.reduce((a, o) => a + o[1], 0).toFixed(3)}`);
+      for (const [k, ms, n] of ops.slice(0, 8)) log(`  ${k.padEnd(24)} ${ms.toFixed(3)} ms  ${n.toFixed(1)} calls`);
+    }
     const step = (s: number) => median(runs.map((st) => st[s]! - st[s - 1]!)); // the call producing token s
     const at = (p: number) => step(Math.min(p, PROMPT + NEW - 1) - PROMPT + 1); // input at p -> call p - 16 + 1
     const total = median(runs.map((st) => st[NEW - 1]!));

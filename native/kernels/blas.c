@@ -170,6 +170,52 @@ void *loom_blas_symbol(const char *name) {
 GEMM_FALLBACK(gemm_builtin_f32, float)
 GEMM_FALLBACK(gemm_builtin_f64, double)
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+/*
+ * y[j] = Σ_k x[k·incx]·B[k·ldb + j], j < N: the one-row product a·B of decoding (float32, B
+ * row-major [K, N], alpha 1, beta 0). OpenBLAS 0.3.21's sgemv_t walks B in column tiles (a
+ * strided stream per tile): 2.1 ms for the 24 W7 decode matrices (42.5 MB) on one thread here,
+ * where a plain read of them takes 1.5 ms. This kernel streams B row after row, accumulating
+ * into y itself (it stays in L1: N <= a few thousand): 1.5 ms, the speed of the read. Register
+ * tiles over all k (8 to 24 vectors wide, with and without prefetch) took 2.7-3.6 ms, and
+ * accumulating four rows at a time into a stack buffer 2.7 ms. Each y[j] is the fused
+ * multiply-add chain over k in order 0..K-1, so the result does not depend on how the pool
+ * splits the columns.
+ */
+static void sgemv_rows_f32(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {
+  int64_t full = N & ~(int64_t)15;
+  __mmask16 tail = (__mmask16)((1u << (N - full)) - 1u);
+  __m512 x0 = _mm512_set1_ps(x[0]);
+  for (int64_t j = 0; j < full; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(x0, _mm512_loadu_ps(B + j)));
+  if (tail) _mm512_mask_storeu_ps(y + full, tail, _mm512_mul_ps(x0, _mm512_maskz_loadu_ps(tail, B + full)));
+  for (int64_t k = 1; k < K; k++) {
+    const float *r = B + k * ldb;
+    __m512 xk = _mm512_set1_ps(x[k * incx]);
+    for (int64_t j = 0; j < full; j += 16) _mm512_storeu_ps(y + j, _mm512_fmadd_ps(xk, _mm512_loadu_ps(r + j), _mm512_loadu_ps(y + j)));
+    if (tail) _mm512_mask_storeu_ps(y + full, tail, _mm512_fmadd_ps(xk, _mm512_maskz_loadu_ps(tail, r + full), _mm512_maskz_loadu_ps(tail, y + full)));
+  }
+}
+
+/* LOOM_GEMV=blas: one-row float32 products through OpenBLAS's sgemv instead (A/B timing; read at
+ * each product, so a benchmark can switch it within one process). */
+static int use_own_sgemv(void) {
+  const char *e = getenv("LOOM_GEMV");
+  return !(e && strcmp(e, "blas") == 0);
+}
+#endif
+
+int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {
+#ifdef __AVX512F__
+  if (!use_own_sgemv()) return 0;
+  if (K > 0) sgemv_rows_f32(K, N, x, incx, B, ldb, y);
+  return 1;
+#else
+  (void)K; (void)N; (void)x; (void)incx; (void)B; (void)ldb; (void)y;
+  return 0;
+#endif
+}
+
 /*
  * One row (M = 1: y = a·B) or one column (N = 1: y = A·b) as a gemv. Row-major operands: B [K, N]
  * (ldb) is the matrix of y = Bᵀa, a transposed B stored [N, K] that of y = B·a; the vector's
@@ -190,6 +236,12 @@ GEMM_FALLBACK(gemm_builtin_f64, double)
 void loom_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+#ifdef __AVX512F__
+  if (M == 1 && !tb && K > 0 && alpha == 1.0f && beta == 0.0f && use_own_sgemv()) {
+    sgemv_rows_f32(K, N, A, ta ? lda : 1, B, ldb, C);
+    return;
+  }
+#endif
   if (loom_blas_available() && K > 0) {
     GEMV_FORWARD(p_sgemv)
     p_sgemm(RowMajor, ta ? Trans : NoTrans, tb ? Trans : NoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,

@@ -375,6 +375,12 @@ void loom_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, floa
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void loom_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
                    const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+/**
+ * y[0..N) = x·B for one float32 row x (stride incx) and B row-major [K, N] (ldb), streamed row
+ * after row (blas.c); returns 0 when unavailable (no AVX-512, or LOOM_GEMV=blas) and writes nothing
+ * (K = 0: only asks whether it is available).
+ */
+int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y);
 
 /** A dense descriptor over `p` with shape `shape[nd]`. */
 static inline tdesc dense_desc(void *p, int dt, int nd, const int64_t *shape) {

@@ -176,10 +176,65 @@ void matmul_entry(const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch
   mm_tasks(&C, 0, C.nbatch * C.chunks);
 }
 
+/*
+ * A float32 one-row product x·B (decoding) split over K instead of N: each task streams a block of
+ * GEMV_KB whole rows of B (sequential memory, the fastest read) into its own partial row, and the
+ * partials are added in block order. Splitting the columns instead had each thread read half of
+ * every row: on the W7 decode matrices with 2 threads that was slower than one thread. The blocks
+ * are fixed by K alone, so the bits do not depend on the thread count; eager and lazy products
+ * both come here (matmul_into), so they agree.
+ */
+/* 64 rows: W7's K = 384 (18 of its 24 decode matrices) is 6 blocks, an even share for 2, 3 or 6
+ * threads (128 gave 3 blocks: 2 on one thread, 1 on the other); the partial rows stay in L2 */
+#define GEMV_KB 64
+typedef struct {
+  const float *x, *B;
+  int64_t incx, ldb, K, N;
+  float *parts;
+} gemv_ctx;
+
+static void gemv_blocks(void *vc, int64_t b0, int64_t b1) {
+  gemv_ctx *G = vc;
+  for (int64_t b = b0; b < b1; b++) {
+    int64_t k0 = b * GEMV_KB, kn = G->K - k0 < GEMV_KB ? G->K - k0 : GEMV_KB;
+    loom_sgemv_rows(kn, G->N, G->x + k0 * G->incx, G->incx, G->B + k0 * G->ldb, G->ldb, G->parts + b * G->N);
+  }
+}
+
+/** The partial rows of gemv_krows (the kernel thread's, grow-only: no malloc per product). */
+static _Thread_local float *gemv_parts;
+static _Thread_local size_t gemv_cap;
+
+/** x·B as above when the operands allow it (float32, one row, B with unit column stride); 1 when done. */
+static int gemv_krows(const mm_ctx *C) {
+  const tdesc *a = C->a, *b = C->b, *o = C->o;
+  if (C->M != 1 || C->nbatch != 1 || C->K < 1 || a->dt != DT_F32 || b->dt != DT_F32 || o->dt != DT_F32) return 0;
+  if (b->st[b->nd - 1] != 1 || b->st[b->nd - 2] < C->N || o->st[o->nd - 1] != 1) return 0;
+  if (!loom_sgemv_rows(0, 0, NULL, 0, NULL, 0, NULL)) return 0;
+  int64_t nblk = (C->K + GEMV_KB - 1) / GEMV_KB;
+  size_t need = (size_t)(nblk * C->N) * sizeof(float);
+  if (need > gemv_cap) {
+    float *p = realloc(gemv_parts, need);
+    if (!p) return 0;
+    gemv_parts = p;
+    gemv_cap = need;
+  }
+  gemv_ctx G = {(const float *)a->p + a->off, (const float *)b->p + b->off, a->st[a->nd - 1], b->st[b->nd - 2], C->K, C->N, gemv_parts};
+  int64_t grain = mm_streams(C) >= GEMV_SPLIT_BYTES ? 1 : nblk;
+  loom_parallel_for(nblk, grain, gemv_blocks, &G);
+  float *y = (float *)o->p + o->off;
+  const float *p = gemv_parts;
+  memcpy(y, p, (size_t)C->N * sizeof(float));
+  for (int64_t q = 1; q < nblk; q++) /* y[j] = ((p0 + p1) + p2) + ...: block order, per element */
+    for (int64_t j = 0; j < C->N; j++) y[j] += p[q * C->N + j];
+  return 1;
+}
+
 int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o) {
   mm_ctx C;
   mm_setup(&C, a, b, o, -1);
   if (C.nbatch == 0 || C.M == 0 || C.N == 0) return 0;
+  if (gemv_krows(&C)) return 0;
   double flops = 2.0 * C.M * C.N * C.K;
   int64_t tasks = C.nbatch * C.chunks;
   int64_t grain = flops < 4e6 ? (int64_t)(4e6 / (flops + 1)) + 1 : 1;

@@ -4,14 +4,23 @@
  * `key_cache[l]`, `value_cache[l]` of shape [B, n_head, T_max, head_dim], zero-filled when made,
  * and the number of positions written so far.
  *
- * Why every write rewrites the whole tensor, with the positions as tensor VALUES:
- * `update` computes `where(slot ∈ cache_position, new keys, old cache)` over all T_max slots and
- * writes it with one `copy_` of the full cache tensor. The token position never enters an op
- * attribute, a slice or a shape, so every decode step (input [B, 1], attention over all T_max
- * slots with a mask) records the same graph: lazy decoding compiles one plan for the prefill and
- * one for all decode steps, whatever the position. Masked slots get weight exactly 0 (see
- * `attention_mask`), so the unfilled zero slots change nothing. Eager states without grad record
- * no graph, so there only the new slots are written (HF's index_copy_): the same values, cheaper.
+ * Storage: per layer and kind one slot-major buffer [T_max, B, n_head, head_dim]; `key_cache[l]`
+ * and `value_cache[l]` are its permuted views [B, n_head, T_max, head_dim] (HF's shape and
+ * values). Slot-major, the rows of consecutive positions are ONE dense block of the buffer, so a
+ * write of the new positions is a dense assign into a slice (offset = position · B·H·D): lazy
+ * plans write only the new rows (1.5 KB per layer and kind at W7's decode), at an offset bound
+ * when the plan runs, so the plan is the same at every position.
+ *
+ * What attention reads, with the positions as tensor VALUES: `update` returns
+ * `where(slot ∈ cache_position, new keys, old cache)` over all T_max slots (lazy), because a
+ * plan's writes come after every read of the old values. The token position never enters an op
+ * attribute, a slice or a shape of the graph, so every decode step (input [B, 1], attention over
+ * all T_max slots with a mask) records the same graph: lazy decoding compiles one plan for the
+ * prefill and one for all decode steps, whatever the position. Masked slots get weight exactly 0
+ * (see `attention_mask`), so the unfilled zero slots change nothing. Eager states without grad
+ * record no graph: the new slots are written (HF's index_copy_) and the cache views returned.
+ * Before the slot-major buffers, the lazy write copied the whole where() result back into the
+ * cache: 2 × T_max rows per layer and kind per step instead of the new row.
  *
  * Bounds are checked on JS numbers before anything is written (`check_positions`, also inside
  * `update` for eager positions and those made by `cache_positions`): decoding past T_max raises
@@ -125,6 +134,28 @@ export function finfo_min(dtype: DType): number {
  */
 const KNOWN_POSITIONS = new WeakMap<object, number[]>();
 
+/**
+ * The JS values of int positions without realizing a graph: an eager tensor's, or those of the
+ * eager tensor a lazy one was lifted from (a forward's inputs); null for other lazy tensors.
+ */
+function hostPositions(pos: TensorOps<any>): number[] | null {
+  if (!pos.isLazy) return Array.from(pos.dataSync());
+  const origin = (pos as unknown as { _origin: Tensor | null })._origin;
+  return origin && !origin.is_pending ? Array.from(origin.dataSync()) : null;
+}
+
+/** Positions as runs of consecutive slots: [first index in the input, first slot, length]. */
+function runs(positions: readonly number[]): [number, number, number][] {
+  const out: [number, number, number][] = [];
+  for (let t = 0; t < positions.length;) {
+    let n = 1;
+    while (t + n < positions.length && positions[t + n] === positions[t]! + n) n++;
+    out.push([t, positions[t]!, n]);
+    t += n;
+  }
+  return out;
+}
+
 export class StaticCache {
   readonly max_batch_size: number;
   readonly max_cache_len: number;
@@ -133,14 +164,23 @@ export class StaticCache {
   readonly num_layers: number;
   readonly dtype: DType;
   readonly device: string;
-  /** Per layer: keys [B, n_head, T_max, head_dim], written in place by `update`. */
+  /** Per layer: keys [B, n_head, T_max, head_dim] (a permuted view of the slot-major buffer), written in place by `update`. */
   readonly key_cache: Tensor[];
-  /** Per layer: values [B, n_head, T_max, head_dim], written in place by `update`. */
+  /** Per layer: values [B, n_head, T_max, head_dim] (a permuted view of the slot-major buffer), written in place by `update`. */
   readonly value_cache: Tensor[];
+  /** Per layer: the buffers behind key_cache / value_cache, slot-major [T_max, B, n_head, head_dim]. */
+  private readonly key_slots: Tensor[];
+  private readonly value_slots: Tensor[];
   /** Slot numbers 0..T_max-1 (int64 [T_max]): compared with cache_position as tensor values. */
   private readonly slots: Tensor;
   /** Positions 0..seen-1 have been written (HF get_seq_length). */
   private seen = 0;
+  /**
+   * Per lazy cache_position value (its graph node: an in-place op on the tensor makes a new one):
+   * its host positions (or null) and the one-hot slot matrix update builds from it, shared by the
+   * layers of one forward (read and recorded once instead of once per layer).
+   */
+  private readonly perPosition = new WeakMap<object, { known: number[] | null; onehot: unknown }>();
 
   /**
    * @throws LoomValueError for a missing or non-positive size (naming the key), n_embd not divisible
@@ -161,9 +201,12 @@ export class StaticCache {
     this.num_layers = shape.num_layers;
     this.dtype = dtype;
     this.device = device;
-    const dims = this.shape;
-    this.key_cache = Array.from({ length: this.num_layers }, () => zeros(dims, { dtype, device }));
-    this.value_cache = Array.from({ length: this.num_layers }, () => zeros(dims, { dtype, device }));
+    const [B, H, T, D] = this.shape;
+    const buffer = () => zeros([T!, B!, H!, D!], { dtype, device }); // slot-major: see the file comment
+    this.key_slots = Array.from({ length: this.num_layers }, buffer);
+    this.value_slots = Array.from({ length: this.num_layers }, buffer);
+    this.key_cache = this.key_slots.map((t) => t.permute(1, 2, 0, 3));
+    this.value_cache = this.value_slots.map((t) => t.permute(1, 2, 0, 3));
     this.slots = arange(this.max_cache_len, undefined, 1, { dtype: "int64", device });
   }
 
@@ -198,7 +241,7 @@ export class StaticCache {
 
   /** Zero every tensor and forget the written positions (HF reset), keeping the allocation. */
   reset(): void {
-    for (const t of [...this.key_cache, ...this.value_cache]) t.zero_();
+    for (const t of [...this.key_slots, ...this.value_slots]) t.zero_();
     this.seen = 0;
   }
 
@@ -236,8 +279,10 @@ export class StaticCache {
   /**
    * Write keys/values for the positions `cache_position` of layer `layer_idx` and return the whole
    * cache content after the write (HF StaticCache.update). Lazy states (and states that require
-   * grad): each cache tensor is rewritten whole, `cache.copy_(where(written, scattered, cache))`,
-   * positions entering only as tensor values, so the graph is the same at every position. Eager
+   * grad): the returned tensors are `where(written, scattered, cache)` over all T_max slots,
+   * positions entering only as tensor values, so the graph is the same at every position; the
+   * buffer gets only the new rows when their slots are known on the host and consecutive (an
+   * assign into a dense slice of the slot-major buffer), else the whole where() result. Eager
    * states without grad: only the new slots are written (index_copy_), the same values.
    * The write stores values without autograd history (a buffer, as HF's cache under generate):
    * gradients flow through the returned tensors within one call, not across calls.
@@ -261,7 +306,11 @@ export class StaticCache {
     }
     // eager positions, and lazy ones the cache made, are checked here; other lazy ones were checked
     // by the caller on their JS values (reading them here would realize the graph mid-forward)
-    const known = KNOWN_POSITIONS.get(pos) ?? (pos.isLazy ? null : Array.from(pos.dataSync()));
+    // (eager positions are read at every call: an in-place write may have changed them)
+    const node = pos.isLazy ? (pos as unknown as { node: object }).node : null;
+    let memo = node ? this.perPosition.get(node) : undefined;
+    if (node && !memo) this.perPosition.set(node, (memo = { known: KNOWN_POSITIONS.get(pos) ?? hostPositions(pos), onehot: null }));
+    const known = memo ? memo.known : KNOWN_POSITIONS.get(pos) ?? hostPositions(pos);
     if (known) {
       this.check_positions(known);
       // HF get_seq_length counts layer 0's written slots: the same count, kept as a number
@@ -273,18 +322,22 @@ export class StaticCache {
       // cache tensors themselves; no graph is recorded, so nothing asks for a constant structure
       // here, and rewriting all T_max slots per layer cost about a third of an eager decode step
       const k = this.key_cache[layer_idx]!, v = this.value_cache[layer_idx]!;
-      for (let t = 0; t < T;) {
-        let n = 1; // a run of consecutive slots is one copy (a prefill is a single run)
-        while (t + n < T && positions[t + n] === positions[t]! + n) n++;
-        k.narrow(2, positions[t]!, n).copy_(key_states.narrow(2, t, n) as unknown as Tensor);
-        v.narrow(2, positions[t]!, n).copy_(value_states.narrow(2, t, n) as unknown as Tensor);
-        t += n;
+      for (const [t, p, n] of runs(positions)) { // a run of consecutive slots is one dense copy (a prefill is a single run)
+        this.key_slots[layer_idx]!.narrow(0, p, n).copy_(key_states.narrow(2, t, n).permute(2, 0, 1, 3) as unknown as Tensor);
+        this.value_slots[layer_idx]!.narrow(0, p, n).copy_(value_states.narrow(2, t, n).permute(2, 0, 1, 3) as unknown as Tensor);
       }
       return [k as unknown as S, v as unknown as S];
     }
-    const onehot = pos.unsqueeze(1).eq(lift(this.slots, key_states).unsqueeze(0)); // bool [T, T_max]: slot s takes position t
+    let onehot = memo?.onehot as S | null | undefined;
+    if (!onehot) {
+      onehot = pos.unsqueeze(1).eq(lift(this.slots, key_states).unsqueeze(0)); // bool [T, T_max]: slot s takes position t
+      if (memo) memo.onehot = onehot;
+    }
     const out: S[] = [];
-    for (const [cache, states] of [[this.key_cache[layer_idx]!, key_states], [this.value_cache[layer_idx]!, value_states]] as const) {
+    // known positions in one run: write only the new rows, a dense slice of the slot-major buffer
+    // (one assign per layer and kind; two writes to one buffer before a flush would flush mid-forward)
+    const run = known ? runs(known) : [];
+    for (const [cache, slots, states] of [[this.key_cache[layer_idx]!, this.key_slots[layer_idx]!, key_states], [this.value_cache[layer_idx]!, this.value_slots[layer_idx]!, value_states]] as const) {
       const old = lift(cache, states); // [B, H, T_max, D]
       let full: S;
       if (T === 1) {
@@ -296,9 +349,14 @@ export class StaticCache {
         const written = onehot.to("int32").sum(0).gt(0).view(this.max_cache_len, 1); // [T_max, 1]
         full = onehot.to(this.dtype).transpose(0, 1).matmul(states).where(written, old);
       }
-      // in place, the whole tensor: one write per layer and kind; private: the value written is the
-      // cache's own (a later write marks it stale instead of copying the cache for it)
-      cache._write_private(full.detach() as never);
+      // in place; private: the value written is the cache's own (a later write marks it stale
+      // instead of copying the cache for it)
+      if (run.length === 1) {
+        const [t, p, n] = run[0]!;
+        slots.narrow(0, p, n)._write_private(states.narrow(2, t, n).permute(2, 0, 1, 3).detach() as never);
+      } else {
+        slots._write_private(full.permute(2, 0, 1, 3).detach() as never); // every slot (positions unknown on the host)
+      }
       out.push(full);
     }
     return [out[0]!, out[1]!];

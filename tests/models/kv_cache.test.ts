@@ -14,7 +14,7 @@ import { with_execution_mode, type ExecutionMode } from "../../src/nn/execution.
 import { GPT2Config } from "../../src/models/gpt2_config.ts";
 import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
 import { StaticCache, finfo_min } from "../../src/models/kv_cache.ts";
-import { planCacheStats } from "../../src/scheduler/compile.ts";
+import { cachedPlans, clear_plan_cache, planCacheStats } from "../../src/scheduler/compile.ts";
 import { realizeStats } from "../../src/scheduler/realize.ts";
 import { LoomDtypeError, LoomIndexError, LoomShapeError, LoomValueError } from "../../src/tensor/errors.ts";
 import { Generator } from "../../src/tensor/rng.ts";
@@ -268,6 +268,23 @@ describe.each(BACKENDS)("lazy decoding on %s: plan compiles (planCacheStats miss
     expect(prefill).toBe(1);
     expect(decode).toBe(1);
     expect(misses.at(-1)).toBe(2);
+  });
+});
+
+describe.each(BACKENDS)("lazy cache writes on %s: only the new rows", (backend) => {
+  useBackend(backend);
+  test("the prefill plan assigns [T, B, H, D] and the decode plan [1, B, H, D] per layer and kind (not all T_max slots)", () => {
+    const model = smallModel(5); // n_layer 2, n_head 4, head_dim 8, T_max 32
+    const prompt = tensor([[4, 8, 15, 16]], int64);
+    clear_plan_cache();
+    const lazy = with_execution_mode("lazy", () => model.generate(prompt, 6, { temperature: 0 }));
+    const eager = with_execution_mode("eager", () => model.generate(prompt, 6, { temperature: 0 }));
+    expect(lazy.tolist()).toEqual(eager.tolist());
+    const dests = cachedPlans().filter((p) => p.destSlots.length).map((p) => p.destSlots.map((s) => p.slots[s]!.shape));
+    expect(dests.length).toBe(2); // prefill, decode
+    expect(dests.map((d) => d.length)).toEqual([4, 4]); // 2 layers × keys, values
+    expect(dests[0]!.every((sh) => sh.join() === "4,1,4,8")).toBe(true);
+    expect(dests[1]!.every((sh) => sh.join() === "1,1,4,8")).toBe(true);
   });
 });
 

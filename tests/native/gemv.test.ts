@@ -1,6 +1,8 @@
 /**
- * Products with one row or one column (decoding's x·W, a matrix times a vector) go to BLAS gemv
- * instead of gemm (blas.c GEMV_FORWARD): OpenBLAS's gemm packs the whole matrix even then. Every
+ * Products with one row or one column (decoding's x·W, a matrix times a vector) go to a gemv
+ * instead of gemm: float32 x·W with a row-major W to the row-streaming kernel split over blocks
+ * of 64 rows (matmul.c gemv_krows; K = 300 here is 5 blocks, the last of 44 rows; N = 257 ends
+ * in a masked tail), the others to BLAS gemv (blas.c GEMV_FORWARD): OpenBLAS's gemm packs the whole matrix even then. Every
  * operand layout the product can hand over (a row or a transposed column for the vector, a
  * row-major or transposed matrix) is checked against a float64 reference within the float32
  * dot-product bound, eager and lazy (the same kernel: bit-equal), float32 and float64.
