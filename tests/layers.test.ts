@@ -66,3 +66,38 @@ test("src imports point down the layers", () => {
   }
   expect(bad).toEqual([]);
 });
+
+/**
+ * `src` without its comments (block, JSDoc and line comments; a `//` inside a string such as a
+ * URL is kept), so the runtime rule below judges code, not prose about Bun.
+ */
+export function stripComments(src: string): string {
+  return src.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`\\])\/\/.*$/gm, "$1");
+}
+
+/** Why `src` breaks the runtime rule (a static bun:ffi import, a `Bun.` call), one line each. */
+export function runtimeViolations(src: string): string[] {
+  const code = stripComments(src);
+  const bad: string[] = [];
+  if (specifiers(code).includes("bun:ffi")) bad.push('imports "bun:ffi"');
+  for (const m of code.matchAll(/(?<![\w$.])Bun\s*\.\s*[A-Za-z_$][\w$]*/g)) bad.push(`calls ${m[0].replace(/\s/g, "")}`);
+  return bad;
+}
+
+test("the runtime rule's scanner finds bun:ffi imports and Bun.* calls, and ignores comments", () => {
+  expect(runtimeViolations(`import { dlopen } from "bun:ffi";`)).toEqual(['imports "bun:ffi"']);
+  expect(runtimeViolations(`import type { Pointer } from 'bun:ffi';`)).toEqual(['imports "bun:ffi"']);
+  expect(runtimeViolations(`const f = require("bun:ffi");`)).toEqual(['imports "bun:ffi"']);
+  expect(runtimeViolations(`const m = Bun.mmap(p, { shared: false });\nBun .sleepSync(1);`)).toEqual(["calls Bun.mmap", "calls Bun.sleepSync"]);
+  expect(runtimeViolations(`/** Bun.mmap maps it; bun:ffi's toArrayBuffer */\n// Bun.gc(true)\nconst x = 1; // Bun.peek`)).toEqual([]);
+  expect(runtimeViolations(`if (typeof Bun !== "undefined") go(); const u = "https://x//Bun.y"; myBun.z(); a.Bun.b();`)).toEqual([]);
+});
+
+test("only src/runtime names bun:ffi or Bun.*: Deno and a browser bundle load every other file", () => {
+  const bad: string[] = [];
+  for (const f of files(SRC)) {
+    if (topFolder(f) === "runtime") continue;
+    for (const why of runtimeViolations(readFileSync(f, "utf8"))) bad.push(`${relative(SRC, f)} ${why} (use src/runtime/: ffi.ts, files.ts, sync.ts, process.ts)`);
+  }
+  expect(bad).toEqual([]);
+});

@@ -8,7 +8,7 @@
  *   (= mpirun -np 2 bun examples/lora_finetune.ts --ddp, with the flags above)
  */
 import { spawn, spawnSync, type SpawnSyncReturns } from "node:child_process";
-import { availableParallelism } from "node:os";
+import { cpus } from "node:os"; // not availableParallelism: the browser build's node:os polyfill lacks it
 import { LoomValueError } from "../tensor/errors.ts";
 
 export interface LaunchOptions {
@@ -34,7 +34,7 @@ export function mpirun_command(np: number, script: string, args: readonly string
     env.OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = "1";
   }
   const argv = ["mpirun", "-np", String(np)];
-  if (np > availableParallelism()) argv.push("--oversubscribe");
+  if (np > cpus().length) argv.push("--oversubscribe");
   argv.push(...(opts.mpirun_args ?? []), process.execPath, script, ...args);
   return { argv, env };
 }

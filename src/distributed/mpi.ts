@@ -1,7 +1,8 @@
 /**
- * Open MPI through bun:ffi: libmpi.so.40 is dlopen'ed (RTLD_GLOBAL first, through libc, so Open
- * MPI's own plugins resolve its symbols), no C shim. Open MPI's handles are pointers to global
- * objects (`MPI_COMM_WORLD` is `&ompi_mpi_comm_world`, `MPI_FLOAT` is `&ompi_mpi_float`, ...), so
+ * Open MPI through the runtime's FFI (src/runtime/ffi.ts: bun:ffi under Bun, Deno.dlopen under
+ * Deno): libmpi.so.40 is dlopen'ed (RTLD_GLOBAL first, through libc's dlopen, so Open MPI's own
+ * plugins resolve its symbols), no C shim. Open MPI's handles are pointers to global objects
+ * (`MPI_COMM_WORLD` is `&ompi_mpi_comm_world`, `MPI_FLOAT` is `&ompi_mpi_float`, ...), so
  * they are looked up in the symbol table with dlsym.
  *
  * Every collective is nonblocking (MPI_Iallreduce, MPI_Ibcast, ...) and completed by polling
@@ -16,39 +17,43 @@
  * Source: MPI 3.1 standard ch. 5.12 (nonblocking collectives); Open MPI 4.1 mpi.h (handle
  * layout, MPI_IN_PLACE = (void*)1, MPI_Status = 24 bytes).
  */
-import { CString, dlopen, FFIType, type Pointer } from "bun:ffi";
 import { existsSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
+import { ffi, ffiUnavailableReason, type FfiFunctions } from "../runtime/ffi.ts";
+import { sleepSync } from "../runtime/sync.ts";
 import type { DType, TypedArray } from "../tensor/dtype.ts";
 import { LoomDtypeError } from "../tensor/errors.ts";
 import { LoomCollectiveTimeoutError, LoomDistributedError, LoomRankFailedError } from "./errors.ts";
 
+/** An address (Open MPI's handles are pointers; the runtime's FFI passes them as numbers). */
+type Pointer = number;
+
 const LIBC = {
-  dlopen: { args: [FFIType.ptr, FFIType.i32], returns: FFIType.ptr },
-  dlsym: { args: [FFIType.ptr, FFIType.ptr], returns: FFIType.ptr },
-  dlerror: { args: [], returns: FFIType.ptr },
+  dlopen: { args: ["ptr", "i32"], returns: "ptr" },
+  dlsym: { args: ["ptr", "ptr"], returns: "ptr" },
+  dlerror: { args: [], returns: "ptr" },
 } as const;
 
 const MPI_SYMBOLS = {
-  MPI_Initialized: { args: [FFIType.ptr], returns: FFIType.i32 },
-  MPI_Finalized: { args: [FFIType.ptr], returns: FFIType.i32 },
-  MPI_Init_thread: { args: [FFIType.ptr, FFIType.ptr, FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
-  MPI_Finalize: { args: [], returns: FFIType.i32 },
-  MPI_Abort: { args: [FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
-  MPI_Comm_rank: { args: [FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
-  MPI_Comm_size: { args: [FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
-  MPI_Comm_set_errhandler: { args: [FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
-  MPI_Error_string: { args: [FFIType.i32, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+  MPI_Initialized: { args: ["ptr"], returns: "i32" },
+  MPI_Finalized: { args: ["ptr"], returns: "i32" },
+  MPI_Init_thread: { args: ["ptr", "ptr", "i32", "ptr"], returns: "i32" },
+  MPI_Finalize: { args: [], returns: "i32" },
+  MPI_Abort: { args: ["ptr", "i32"], returns: "i32" },
+  MPI_Comm_rank: { args: ["ptr", "ptr"], returns: "i32" },
+  MPI_Comm_size: { args: ["ptr", "ptr"], returns: "i32" },
+  MPI_Comm_set_errhandler: { args: ["ptr", "ptr"], returns: "i32" },
+  MPI_Error_string: { args: ["i32", "ptr", "ptr"], returns: "i32" },
   // (sendbuf, recvbuf, count, datatype, op, comm, request*)
-  MPI_Iallreduce: { args: [FFIType.ptr, FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.ptr, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+  MPI_Iallreduce: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
   // (buf, count, datatype, root, comm, request*)
-  MPI_Ibcast: { args: [FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+  MPI_Ibcast: { args: ["ptr", "i32", "ptr", "i32", "ptr", "ptr"], returns: "i32" },
   // (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request*)
-  MPI_Iallgather: { args: [FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+  MPI_Iallgather: { args: ["ptr", "i32", "ptr", "ptr", "i32", "ptr", "ptr", "ptr"], returns: "i32" },
   // (sendbuf, recvbuf, recvcount, datatype, op, comm, request*)
-  MPI_Ireduce_scatter_block: { args: [FFIType.ptr, FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.ptr, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
-  MPI_Ibarrier: { args: [FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
-  MPI_Test: { args: [FFIType.ptr, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+  MPI_Ireduce_scatter_block: { args: ["ptr", "ptr", "i32", "ptr", "ptr", "ptr", "ptr"], returns: "i32" },
+  MPI_Ibarrier: { args: ["ptr", "ptr"], returns: "i32" },
+  MPI_Test: { args: ["ptr", "ptr", "ptr"], returns: "i32" },
 } as const;
 
 /** Global objects whose addresses are Open MPI's predefined handles. */
@@ -59,7 +64,7 @@ const HANDLES = [
 ] as const;
 type HandleName = (typeof HANDLES)[number];
 
-type MpiSymbols = ReturnType<typeof dlopen<typeof MPI_SYMBOLS>>["symbols"];
+type MpiSymbols = FfiFunctions<typeof MPI_SYMBOLS>;
 
 export interface MpiLib {
   readonly sym: MpiSymbols;
@@ -71,30 +76,33 @@ export interface MpiLib {
 export const MPI_LIBRARY = process.env.LOOM_MPI_LIB ?? "libmpi.so.40";
 const RTLD_NOW = 2, RTLD_GLOBAL = 0x100;
 /** MPI_IN_PLACE in Open MPI's mpi.h: ((void *) 1). */
-const MPI_IN_PLACE = 1 as unknown as Pointer;
+const MPI_IN_PLACE: Pointer = 1;
 const MPI_THREAD_FUNNELED = 1;
 
-const cbytes = (s: string) => Buffer.from(`${s}\0`);
+const encoder = new TextEncoder();
+const cbytes = (s: string) => encoder.encode(`${s}\0`);
 let cached: MpiLib | { error: string } | undefined;
 
 /** libmpi, loaded once; or the reason it is unavailable (not installed: `apt-get install openmpi-bin libopenmpi-dev`). */
 export function loadMpi(): MpiLib | { error: string } {
   if (cached) return cached;
+  const f = ffi();
+  if (f === null) return (cached = { error: `MPI needs an FFI: ${ffiUnavailableReason()}` });
   try {
-    const libc = dlopen("libc.so.6", LIBC).symbols;
+    const libc = f.dlopen("libc.so.6", LIBC).symbols;
     // RTLD_GLOBAL: Open MPI's MCA components (dlopen'ed by libmpi) need libmpi's symbols global
     const h = libc.dlopen(cbytes(MPI_LIBRARY), RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
       const e = libc.dlerror();
-      return (cached = { error: `cannot load ${MPI_LIBRARY}: ${e ? new CString(e).toString() : "not found"} (install openmpi-bin and libopenmpi-dev)` });
+      return (cached = { error: `cannot load ${MPI_LIBRARY}: ${e ? f.cstring(e) : "not found"} (install openmpi-bin and libopenmpi-dev)` });
     }
     const handles = {} as Record<HandleName, Pointer>;
     for (const n of HANDLES) {
       const p = libc.dlsym(h, cbytes(n));
       if (!p) return (cached = { error: `${MPI_LIBRARY} has no symbol ${n}: not Open MPI (MPICH's handles are integers)` });
-      handles[n] = p as Pointer;
+      handles[n] = p;
     }
-    const sym = dlopen(MPI_LIBRARY, MPI_SYMBOLS).symbols;
+    const sym = f.dlopen(MPI_LIBRARY, MPI_SYMBOLS).symbols;
     return (cached = { sym, handles, path: MPI_LIBRARY });
   } catch (e) {
     return (cached = { error: `cannot load ${MPI_LIBRARY}: ${(e as Error).message}` });
@@ -254,7 +262,7 @@ export class MpiComm {
           }
           next = t + 50;
         }
-        if (spins > 20000) Bun.sleepSync(1); // a long wait: leave the core to the other ranks
+        if (spins > 20000) sleepSync(1); // a long wait: leave the core to the other ranks
       }
     } finally {
       this.wait_ms += performance.now() - t0;

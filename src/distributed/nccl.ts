@@ -1,5 +1,5 @@
 /**
- * NCCL through bun:ffi: libnccl.so.2 (and libcudart for device memory and streams) are dlopen'ed
+ * NCCL through the runtime's FFI (src/runtime/ffi.ts): libnccl.so.2 (and libcudart for device memory and streams) are dlopen'ed
  * where present; nothing is linked at build time, so machines without a GPU load Loom as usual and
  * `init_process_group({ backend: "nccl" })` says why it cannot run.
  *
@@ -8,38 +8,41 @@
  * hand over; the smoke test (tests/distributed/nccl.test.ts) all-reduces a cudaMalloc'ed buffer on
  * one GPU. Not built yet: a world of several processes, where rank 0's ncclUniqueId is broadcast
  * over MPI (PyTorch uses its TCPStore) and each rank calls ncclCommInitRank, which takes the
- * 128-byte id by value; bun:ffi cannot pass a struct by value, so that needs a 3-line C wrapper
- * (docs/DISTRIBUTED.md).
+ * 128-byte id by value; neither bun:ffi nor Deno.dlopen passes a struct by value, so that needs
+ * a 3-line C wrapper (docs/DISTRIBUTED.md).
  *
  * Source: NCCL 2.x nccl.h (ncclUniqueId = 128 bytes, ncclFloat32 = 7, ncclSum = 0, ncclAvg = 4);
  * CUDA runtime API (cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2).
  */
-import { CString, dlopen, FFIType, type Pointer } from "bun:ffi";
+import { ffi, ffiUnavailableReason, type Ffi, type FfiFunctions, type FfiSymbol } from "../runtime/ffi.ts";
+
+/** A device or host address, as the runtime's FFI passes it. */
+type Pointer = number;
 
 const NCCL_SYMBOLS = {
-  ncclGetVersion: { args: [FFIType.ptr], returns: FFIType.i32 },
-  ncclGetUniqueId: { args: [FFIType.ptr], returns: FFIType.i32 },
+  ncclGetVersion: { args: ["ptr"], returns: "i32" },
+  ncclGetUniqueId: { args: ["ptr"], returns: "i32" },
   // (ncclComm_t* comm, int nranks, ncclUniqueId commId (128 bytes by value), int rank): the id is
-  // passed by value, which bun:ffi cannot express; ncclCommInitAll covers one process below.
-  ncclCommInitAll: { args: [FFIType.ptr, FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
-  ncclCommDestroy: { args: [FFIType.ptr], returns: FFIType.i32 },
+  // passed by value, which the FFI cannot express; ncclCommInitAll covers one process below.
+  ncclCommInitAll: { args: ["ptr", "i32", "ptr"], returns: "i32" },
+  ncclCommDestroy: { args: ["ptr"], returns: "i32" },
   // (sendbuff, recvbuff, count, datatype, op, comm, stream)
-  ncclAllReduce: { args: [FFIType.ptr, FFIType.ptr, FFIType.u64, FFIType.i32, FFIType.i32, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
-  ncclGetErrorString: { args: [FFIType.i32], returns: FFIType.ptr },
+  ncclAllReduce: { args: ["ptr", "ptr", "u64", "i32", "i32", "ptr", "ptr"], returns: "i32" },
+  ncclGetErrorString: { args: ["i32"], returns: "ptr" },
 } as const;
 
 const CUDART_SYMBOLS = {
-  cudaGetDeviceCount: { args: [FFIType.ptr], returns: FFIType.i32 },
-  cudaSetDevice: { args: [FFIType.i32], returns: FFIType.i32 },
-  cudaMalloc: { args: [FFIType.ptr, FFIType.u64], returns: FFIType.i32 },
-  cudaFree: { args: [FFIType.ptr], returns: FFIType.i32 },
-  cudaMemcpy: { args: [FFIType.ptr, FFIType.ptr, FFIType.u64, FFIType.i32], returns: FFIType.i32 },
-  cudaDeviceSynchronize: { args: [], returns: FFIType.i32 },
-  cudaGetErrorString: { args: [FFIType.i32], returns: FFIType.ptr },
+  cudaGetDeviceCount: { args: ["ptr"], returns: "i32" },
+  cudaSetDevice: { args: ["i32"], returns: "i32" },
+  cudaMalloc: { args: ["ptr", "u64"], returns: "i32" },
+  cudaFree: { args: ["ptr"], returns: "i32" },
+  cudaMemcpy: { args: ["ptr", "ptr", "u64", "i32"], returns: "i32" },
+  cudaDeviceSynchronize: { args: [], returns: "i32" },
+  cudaGetErrorString: { args: ["i32"], returns: "ptr" },
 } as const;
 
-export type NcclSymbols = ReturnType<typeof dlopen<typeof NCCL_SYMBOLS>>["symbols"];
-export type CudartSymbols = ReturnType<typeof dlopen<typeof CUDART_SYMBOLS>>["symbols"];
+export type NcclSymbols = FfiFunctions<typeof NCCL_SYMBOLS>;
+export type CudartSymbols = FfiFunctions<typeof CUDART_SYMBOLS>;
 
 export interface NcclLib {
   readonly nccl: NcclSymbols;
@@ -53,10 +56,10 @@ export interface NcclLib {
 /** ncclDataType_t / ncclRedOp_t values (nccl.h). */
 export const NCCL = { float32: 7, float64: 8, int32: 2, int64: 4, sum: 0, prod: 1, max: 2, min: 3, avg: 4 } as const;
 
-function firstLoadable<T extends Record<string, { args: readonly FFIType[]; returns: FFIType }>>(names: readonly string[], syms: T): { lib: ReturnType<typeof dlopen<T>>; name: string } | string {
+function firstLoadable<T extends Record<string, FfiSymbol>>(f: Ffi, names: readonly string[], syms: T): { lib: { symbols: FfiFunctions<T> }; name: string } | string {
   for (const n of names) {
     try {
-      return { lib: dlopen(n, syms), name: n };
+      return { lib: f.dlopen(n, syms), name: n };
     } catch {
       // not on the loader's path (or missing symbols): try the next name
     }
@@ -72,9 +75,12 @@ let cached: NcclLib | { error: string } | undefined;
  */
 export function loadNccl(): NcclLib | { error: string } {
   if (cached) return cached;
-  const nccl = firstLoadable([process.env.LOOM_NCCL_LIB ?? "libnccl.so.2", "libnccl.so"], NCCL_SYMBOLS);
+  const f = ffi();
+  if (f === null) return (cached = { error: `NCCL needs an FFI: ${ffiUnavailableReason()}` });
+  cstringOf = f.cstring;
+  const nccl = firstLoadable(f, [process.env.LOOM_NCCL_LIB ?? "libnccl.so.2", "libnccl.so"], NCCL_SYMBOLS);
   if (typeof nccl === "string") return (cached = { error: `libnccl not found (${nccl})` });
-  const cudart = firstLoadable([process.env.LOOM_CUDART_LIB ?? "libcudart.so", "libcudart.so.12", "libcudart.so.11.0"], CUDART_SYMBOLS);
+  const cudart = firstLoadable(f, [process.env.LOOM_CUDART_LIB ?? "libcudart.so", "libcudart.so.12", "libcudart.so.11.0"], CUDART_SYMBOLS);
   if (typeof cudart === "string") return (cached = { error: `libcudart not found (${cudart})` });
   const v = new Int32Array(1), n = new Int32Array(1);
   nccl.lib.symbols.ncclGetVersion(v);
@@ -83,7 +89,8 @@ export function loadNccl(): NcclLib | { error: string } {
   return (cached = { nccl: nccl.lib.symbols, cudart: cudart.lib.symbols, version: v[0]!, devices: n[0]! });
 }
 
-const cstr = (p: Pointer | bigint | null) => (p ? new CString(p as Pointer).toString() : "");
+let cstringOf: Ffi["cstring"] = () => "";
+const cstr = (p: Pointer | null) => cstringOf(p);
 
 /** An NCCL communicator over this process's GPUs (ncclCommInitAll: one rank per device). */
 export class NcclComm {
@@ -103,13 +110,13 @@ export class NcclComm {
    * (default stream), then a device synchronize.
    */
   all_reduce_f32(buf: Pointer, count: number, op: "sum" | "avg" = "sum", dev = 0): void {
-    this.check(this.lib.nccl.ncclAllReduce(buf, buf, count, NCCL.float32, NCCL[op], Number(this.comms[dev]!) as unknown as Pointer, null), "ncclAllReduce");
+    this.check(this.lib.nccl.ncclAllReduce(buf, buf, count, NCCL.float32, NCCL[op], Number(this.comms[dev]!), null), "ncclAllReduce");
     const rc = this.lib.cudart.cudaDeviceSynchronize();
     if (rc !== 0) throw new Error(`[nccl] cudaDeviceSynchronize: ${cstr(this.lib.cudart.cudaGetErrorString(rc))}`);
   }
 
   destroy(): void {
-    for (const c of this.comms) this.lib.nccl.ncclCommDestroy(Number(c) as unknown as Pointer);
+    for (const c of this.comms) this.lib.nccl.ncclCommDestroy(Number(c));
   }
 }
 
@@ -124,7 +131,7 @@ export function nccl_smoke(lib: NcclLib, n = 1024): Float32Array {
   const ck = (rc: number, what: string) => { if (rc !== 0) throw new Error(`[nccl_smoke] ${what}: ${cstr(cu.cudaGetErrorString(rc))}`); };
   ck(cu.cudaSetDevice(0), "cudaSetDevice");
   ck(cu.cudaMalloc(dptr, 4 * n), "cudaMalloc");
-  const d = Number(dptr[0]!) as unknown as Pointer;
+  const d: Pointer = Number(dptr[0]!);
   try {
     ck(cu.cudaMemcpy(d, host, 4 * n, 1), "cudaMemcpy H2D");
     const comm = new NcclComm(lib, 1);

@@ -10,8 +10,12 @@
 import { RUNTIME } from "./detect.ts";
 import { denoFfi } from "./ffi_deno.ts";
 
-/** C types of a symbol's arguments and result (bun:ffi's names). `ptr` arguments also accept typed arrays. */
-export type FfiType = "void" | "i32" | "u32" | "f64" | "f32" | "ptr";
+/**
+ * C types of a symbol's arguments and result (bun:ffi's names). `ptr` arguments also accept typed
+ * arrays. `i64` / `u64` (int64_t, uint64_t, size_t) are plain numbers both ways: exact below 2^53,
+ * which covers every length and offset Loom passes; a result above 2^53 is rounded.
+ */
+export type FfiType = "void" | "i32" | "u32" | "i64" | "u64" | "f64" | "f32" | "ptr";
 
 /** One C function: its argument types and result type. */
 export interface FfiSymbol {
@@ -52,12 +56,17 @@ export interface Ffi {
   ptr(a: ArrayBufferView): number;
   /** The NUL-terminated UTF-8 string at `p` ("" for NULL). */
   cstring(p: number | null): string;
+  /** The pointer-sized value (a `void *`, `size_t`) stored at address `p + offset`, as a number. */
+  readPointer(p: number, offset?: number): number;
+  /** Whether `adopt` can hand native memory to the collector (Bun); false under Deno. */
+  readonly adopts: boolean;
   /**
-   * An ArrayBuffer over `bytes` of native memory at `p` that calls the C function `free(bytes, p)`
-   * at `freeFn` when the collector frees it; null where the runtime cannot attach a deallocator
-   * (Deno), so the caller allocates a plain array instead.
+   * An ArrayBuffer over `bytes` of native memory at `p` that calls the C function
+   * `free(p, context)` at `freeFn` when the collector frees it (`context` defaults to `p`); null
+   * where the runtime cannot attach a deallocator (Deno: check `adopts` first), so the caller
+   * allocates a plain array or reads a file instead.
    */
-  adopt(p: number, bytes: number, freeFn: number): ArrayBuffer | null;
+  adopt(p: number, bytes: number, freeFn: number, context?: number): ArrayBuffer | null;
 }
 
 let loaded: Ffi | null | undefined;

@@ -19,11 +19,11 @@ interface DenoPointerStatics {
 interface DenoApi {
   dlopen(path: string, symbols: Record<string, { parameters: string[]; result: string }>): { symbols: Record<string, (...a: unknown[]) => unknown>; close(): void };
   UnsafePointer: DenoPointerStatics;
-  UnsafePointerView: { getCString(p: object, offset?: number): string };
+  UnsafePointerView: { getCString(p: object, offset?: number): string; new (p: object): { getBigUint64(offset?: number): bigint } };
   build: { os: string };
 }
 
-const DENO_TYPE: Record<FfiType, string> = { void: "void", i32: "i32", u32: "u32", f64: "f64", f32: "f32", ptr: "usize" };
+const DENO_TYPE: Record<FfiType, string> = { void: "void", i32: "i32", u32: "u32", i64: "i64", u64: "u64", f64: "f64", f32: "f32", ptr: "usize" };
 
 /** The Deno implementation of `Ffi` (throws when the `Deno` global is missing). */
 export function denoFfi(): Ffi {
@@ -72,7 +72,8 @@ export function denoFfi(): Ffi {
         const f = lib.symbols[k]!;
         const ptrArgs = v.args.map((t) => t === "ptr");
         const anyPtr = ptrArgs.some(Boolean);
-        const ret = v.returns === "ptr" ? (r: unknown) => Number(r) || null : null;
+        // usize / i64 / u64 results come back as number | bigint: numbers (NULL as null) here
+        const ret = v.returns === "ptr" ? (r: unknown) => Number(r) || null : v.returns === "i64" || v.returns === "u64" ? (r: unknown) => Number(r) : null;
         bound[k] = (...a: unknown[]) => {
           if (anyPtr) for (let i = 0; i < a.length; i++) if (ptrArgs[i]) a[i] = toAddr(a[i] as PointerArg);
           const r = f(...a);
@@ -94,6 +95,9 @@ export function denoFfi(): Ffi {
     },
     ptr: ptrOf,
     cstring: (p) => (p ? D.UnsafePointerView.getCString(D.UnsafePointer.create(BigInt(p))!) : ""),
+    readPointer: (p, offset = 0) => Number(new D.UnsafePointerView(D.UnsafePointer.create(BigInt(p))!).getBigUint64(offset)),
+    // V8 offers no ArrayBuffer over foreign memory with a finalizer (Deno.UnsafePointerView.getArrayBuffer has none)
+    adopts: false,
     adopt: () => null,
   };
 }

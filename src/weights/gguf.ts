@@ -18,6 +18,7 @@
 import { GGMLQuantizationType, gguf } from "@huggingface/gguf";
 import { closeSync } from "node:fs";
 import { openRegularFile, readAt } from "../io/files.ts";
+import { mmapFile } from "../runtime/files.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { LoomFormatError } from "../tensor/errors.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
@@ -64,13 +65,9 @@ function fail(path: string, msg: string): LoomFormatError {
 function mapFile(path: string): Uint8Array {
   const { fd, size } = openRegularFile(path, (r) => fail(path, r));
   try {
-    if (size > 0 && typeof Bun !== "undefined") {
-      try {
-        return Bun.mmap(path, { shared: false });
-      } catch {
-        // a filesystem without mmap: read instead
-      }
-    }
+    // null under Deno, in a browser, or on a filesystem without mmap: read instead
+    const m = size > 0 ? mmapFile(path) : null;
+    if (m !== null && m.length === size) return m;
     return readAt(fd, 0, size);
   } finally {
     closeSync(fd);

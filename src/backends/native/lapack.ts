@@ -2,17 +2,18 @@
  * LAPACK through the native shim: `loom_svd` (native/kernels/lapack.c) calls OpenBLAS's ?gesdd,
  * found in the library kernels/blas.c loaded. The shim is opened a second time here with these
  * symbols only (dlopen of a loaded library returns the same instance), so the op-table FFI in
- * ffi.ts stays as it is.
+ * ffi.ts stays as it is. Through the runtime's FFI (src/runtime/ffi.ts): Bun and Deno alike.
  */
-import { dlopen, FFIType, ptr } from "bun:ffi";
+import { ffi, type FfiFunctions } from "../../runtime/ffi.ts";
 import { loadNative } from "./ffi.ts";
 
 const SYMBOLS = {
-  loom_lapack_available: { args: [], returns: FFIType.i32 },
-  loom_svd: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+  loom_lapack_available: { args: [], returns: "i32" },
+  // (is_f64, m, n, a, job, s, u, vh) -> info
+  loom_svd: { args: ["i32", "i64", "i64", "ptr", "i32", "ptr", "ptr", "ptr"], returns: "i32" },
 } as const;
 
-type LapackSymbols = ReturnType<typeof dlopen<typeof SYMBOLS>>["symbols"];
+type LapackSymbols = FfiFunctions<typeof SYMBOLS>;
 let cached: LapackSymbols | { error: string } | undefined;
 
 /** The LAPACK entry points, or why there are none (no native build, no OpenBLAS, LOOM_BLAS=0). */
@@ -21,7 +22,9 @@ export function loadLapack(): LapackSymbols | { error: string } {
   const lib = loadNative();
   if ("error" in lib) return (cached = { error: `the native library is unavailable (${lib.error})` });
   try {
-    const sym = dlopen(lib.path, SYMBOLS).symbols;
+    const f = ffi();
+    if (f === null) return (cached = { error: "the runtime has no FFI" });
+    const sym = f.dlopen(lib.path, SYMBOLS).symbols;
     if (!sym.loom_lapack_available()) return (cached = { error: "no LAPACK: OpenBLAS (libopenblas.so.0) was not loaded (is it installed? LOOM_BLAS=0?)" });
     return (cached = sym);
   } catch (e) {
@@ -54,7 +57,7 @@ export function gesdd<A extends Float32Array | Float64Array>(a: A, m: number, n:
   const Vh = new Ctor(job === "N" ? 1 : Math.max((job === "A" ? n : k) * n, 1));
   const work = new Ctor(Math.max(a.length, 1));
   work.set(a);
-  const info = lp.loom_svd(a instanceof Float64Array ? 1 : 0, m, n, ptr(work), job === "N" ? 0 : job === "S" ? 1 : 2, ptr(S), ptr(U), ptr(Vh));
+  const info = lp.loom_svd(a instanceof Float64Array ? 1 : 0, m, n, work, job === "N" ? 0 : job === "S" ? 1 : 2, S, U, Vh);
   if (info === -1000) throw new Error("no LAPACK loaded");
   if (info === -1001) throw new Error("out of memory for the LAPACK workspace");
   if (info === -1002) throw new Error(`matrix [${m}, ${n}] exceeds 32-bit LAPACK indexing`);

@@ -214,7 +214,7 @@ export const quantized_linear: KernelOp<QuantizedLinearAttrs> = defineOp<Quantiz
       for (let m = 0; m < M; m++) {
         if (a.transposed) {
           const g = xs.data[m * N + n]!;
-          for (let k = 0; k < K; k++) acc[m * K + k] += g * w[k]!;
+          for (let k = 0; k < K; k++) acc[m * K + k] = acc[m * K + k]! + g * w[k]!; // not +=: users' noUncheckedIndexedAccess
         } else {
           let t = 0;
           for (let k = 0; k < K; k++) t += xs.data[m * K + k]! * w[k]!;
