@@ -32,7 +32,7 @@ const CTORS: Record<DType, ArrayCtor> = {
 };
 
 /** Whether the runtime's FFI can hand native memory to the collector (bun:ffi can, Deno cannot). */
-const ADOPTS = ffi()?.name === "bun:ffi";
+const ADOPTS = ffi()?.adopts ?? false;
 
 /** Pooled native allocations for host tensors (plain arrays where the runtime cannot adopt native memory). */
 export class HostMemory {
