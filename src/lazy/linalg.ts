@@ -102,7 +102,7 @@ function noGrad<S extends TensorOps<S>>(A: S, t: S, name: string): S {
 /**
  * Singular value decomposition A = U·diag(S)·Vh (torch.linalg.svd), by LAPACK's gesdd.
  * @param A - [..., m, n] float32|float64 (lazy inputs are realized)
- * @param full_matrices - true (torch's default): U [..., m, m], Vh [..., n, n]; false: U [..., m, k],
+ * @param opts.full_matrices - true (torch's default): U [..., m, m], Vh [..., n, n]; false: U [..., m, k],
  *   Vh [..., k, n], k = min(m, n)
  * @returns [U, S, Vh] (also `.U`, `.S`, `.Vh`), A's dtype and kind; S [..., k] descending, ≥ 0.
  *   Singular vectors are unique only up to sign (LAPACK's choice is kept).
@@ -134,7 +134,7 @@ export function svdvals<S extends TensorOps<S>>(A: S): S {
  * Matrix norm over two dims (torch.linalg.matrix_norm): "fro" (√Σ a²) or "nuc" (Σ σ, the
  * nuclear norm, from svdvals).
  * @param A - [..., m, n] (dims `dim` are the matrix), float32|float64 for "nuc"
- * @param dim - the two matrix dims (default [-2, -1])
+ * @param opts.dim - the two matrix dims (default [-2, -1])
  * @returns the batch dims (with size-1 matrix dims when keepdim)
  * @throws LoomValueError for another ord; LoomShapeError for a bad dim pair
  */

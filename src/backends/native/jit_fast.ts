@@ -114,7 +114,7 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
     }
     const name = c.op.name;
     const args = c.args.map((x) => `t${x}`);
-    const [a = "0", b = "0", cc = "0"] = args;
+    const [a = "0", b = "0"] = args;
     const [ea = null, eb = null, ec = null] = c.args.map((x) => err[x] ?? null);
     const A = ea ?? "0.0f", B = eb ?? "0.0f";
     const push = (e: string | null, value = opExpr(name, FLOAT, c.dtype === "bool", args)!) => {

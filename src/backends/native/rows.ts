@@ -56,7 +56,7 @@
 import type { Program } from "../../graph/passes/program.ts";
 import type { FusedSoftmaxAttrs, NormAttrs } from "../../graph/passes/fused_ops.ts";
 import { isContiguous, normalizeDim, numel } from "../../tensor/shape.ts";
-import type { Application, Contract, Implementation } from "../catalog.ts";
+import type { Contract, Implementation } from "../catalog.ts";
 import type { InputLayout } from "../backend.ts";
 import type { NativeBackend } from "./backend.ts";
 import { encodeAttrs } from "./program.ts";

@@ -7,13 +7,12 @@
  * values per thread) and further passes over the tiles' partials (`reduceRows`, which fused
  * reductions share). The fold (`init`/`step`) is the WGSL counterpart of the registry op's.
  */
-import type { DType } from "../../tensor/dtype.ts";
 import { LoomIndexError } from "../../tensor/errors.ts";
 import { convertExpr, storeExpr, WGSL_COMMON, type Wgsl } from "./dtype.ts";
 import { collapse, contiguous, groupsFor, linearIndex, numelOf, padRank, type Ctx, type OpsOfKind, type View } from "./context.ts";
 import { computeType, helpersFor } from "./elementwise.ts";
 import type { PBuf } from "./memory.ts";
-import { PARAMS_WGSL, type Kernel } from "./queue.ts";
+import { PARAMS_WGSL } from "./queue.ts";
 
 export interface Fold { readonly init: string; readonly step: (acc: string, x: string) => string }
 
