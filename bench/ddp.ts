@@ -28,7 +28,7 @@ import { launch } from "../src/distributed/launch.ts";
 import { default_group } from "../src/distributed/process_group.ts";
 import * as loom from "../src/index.ts";
 import { with_execution_mode } from "../src/nn/execution.ts";
-import { w7Model } from "./lib/workloads.ts";
+import { w7Lora, w7Model } from "./lib/workloads.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string, d: string) => {
@@ -44,10 +44,7 @@ function worker(): void {
   const rank = dist.get_rank(), world = dist.get_world_size();
   const batch = Number(opt("--batch", "16"));
   const model = w7Model();
-  loom.lora.get_peft_model(model, new loom.lora.LoraConfig({
-    r: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM",
-  }));
-  const params = model.parameters().filter((p) => p.requires_grad);
+  const params = w7Lora(model);
   const eager = argv.includes("--eager");
   const ddp = new dist.DistributedDataParallel(model, { bucket_cap_mb: Number(opt("--bucket-cap-mb", "25")) });
   const opt_ = new loom.optim.AdamW(params, { lr: 1e-3 });

@@ -25,7 +25,7 @@ import { set_default_backend } from "../src/lazy/device.ts";
 import { with_execution_mode } from "../src/nn/execution.ts";
 import { memory_usage } from "../src/weights/optimize.ts";
 import { cli, median } from "./lib/harness.ts";
-import { w7Model } from "./lib/workloads.ts";
+import { userGptStep, w7Model } from "./lib/workloads.ts";
 
 type Case = "train-f32" | "train-nf4" | "decode-f32" | "decode-q4_0";
 const CASES: Case[] = ["train-f32", "train-nf4", "decode-f32", "decode-q4_0"];
@@ -79,7 +79,8 @@ function runCase(c: Case, mode: "lazy" | "eager"): Row {
   const rss0 = process.resourceUsage().maxRSS;
   if (c.startsWith("train")) {
     const quant = c === "train-nf4";
-    const { model, step } = userGptStepWith(quant ? "nf4" : null, mode === "lazy");
+    // the W7u step with the linear layers compressed to NF4 before LoRA is injected (QLoRA order)
+    const { model, step } = userGptStep((t) => t, mode === "lazy", quant ? (m) => loom.compress(m, { method: "nf4" }) : undefined);
     const bytes = baseBytes(model);
     Bun.gc(true); // the float32 weights compress replaced, and its temporaries, are garbage now
     const rssSetup = process.memoryUsage().rss;
@@ -125,30 +126,6 @@ function runCase(c: Case, mode: "lazy" | "eager"): Row {
     rss0_mib: mib(rss0), base_bytes: bytes.base, quantized_bytes: bytes.quantized, float32_base_bytes: bytes.dense,
     quantized_layers: bytes.layers, reps: ts.length, load_avg_1m: +loadavg()[0]!.toFixed(2),
   };
-}
-
-/**
- * The W7u step (bench/lib/workloads.ts userGptStep, same code) with the model's linear layers
- * compressed to `method` before LoRA is injected (QLoRA order: quantize, then get_peft_model).
- */
-function userGptStepWith(method: "nf4" | null, lazy: boolean) {
-  const model = w7Model();
-  if (method) loom.compress(model, { method });
-  loom.lora.get_peft_model(model, new loom.lora.LoraConfig({
-    r: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM",
-  }));
-  const params = model.parameters().filter((p) => p.requires_grad);
-  const opt = new loom.optim.AdamW(params, { lr: 1e-3 });
-  const x = loom.randint(0, 96, [16, 128]), y = loom.randint(0, 96, [16, 128]);
-  model.train();
-  const step = () => with_execution_mode(lazy ? "lazy" : "eager", () => {
-    const { loss } = model.call(x, { targets: y });
-    opt.zero_grad();
-    loss!.backward();
-    opt.step();
-    return { loss: loss!, value: loss!.item() };
-  });
-  return { model, step };
 }
 
 if (!nativeBackend()) throw new Error("bench/qlora.ts needs the native backend");

@@ -13,13 +13,11 @@ timings alternate with Loom's in one run: each stdin line is a command, each ans
 
 Threads: 2 (the machine's cores) unless a command names another count: under load, 2 OpenMP
 threads spin-wait for each other and 1 thread can be several times faster, so bench/rope.ts times
-both. Environment set by bench/rope.ts (bench/lib/torch_ref.ts).
+both. Environment set by bench/rope.ts (bench/lib/torch_ref.ts). Server loop: bench/lib/torch_server.py.
 """
-import json
-import sys
-import time
-
 import torch
+
+from lib.torch_server import serve  # bench/lib/torch_server.py (this folder is on sys.path)
 
 B, H, T, D = 4, 8, 128, 64
 
@@ -48,17 +46,4 @@ def step():
 
 
 step()
-print(json.dumps({"ready": True, "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
-for line in sys.stdin:
-    cmd, *rest = line.split()
-    if cmd == "quit":
-        break
-    iters = int(rest[0]) if rest else 10
-    torch.set_num_threads(int(rest[1]) if len(rest) > 1 else 2)
-    if cmd == "rope":
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        print(json.dumps({"ms": (time.perf_counter() - t0) * 1e3 / iters}), flush=True)
-    else:
-        print(json.dumps({"error": f"unknown command {cmd}"}), flush=True)
+serve({"rope": step}, thread_arg=True)

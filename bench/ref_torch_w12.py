@@ -12,14 +12,13 @@ each line on stdin is a command, each answer one JSON line on stdout:
 
     /usr/bin/python3 bench/ref_torch_w12.py          # (normally started by bench/w12.ts)
 
-Threads: 2 (the machine's cores; the README's environment is set by bench/w12.ts).
+Threads: 2 (the machine's cores; the README's environment is set by bench/w12.ts). Server loop:
+bench/lib/torch_server.py.
 """
-import json
-import sys
-import time
-
 import torch
 import torch.nn.functional as F
+
+from lib.torch_server import serve  # bench/lib/torch_server.py (this folder is on sys.path)
 
 N = K = 4096
 COPY_ELEMS = 16 * 1024 * 1024  # 64 MiB of float32
@@ -32,24 +31,10 @@ src = torch.randn(COPY_ELEMS)
 dst = torch.empty_like(src)
 F.linear(x, W)  # warm-up
 dst.copy_(src)
-print(json.dumps({"ready": True, "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
 
-for line in sys.stdin:
-    cmd, *rest = line.split()
-    if cmd == "quit":
-        break
-    iters = int(rest[0]) if rest else 10
-    if cmd == "linear":
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            y = F.linear(x, W)
-        ms = (time.perf_counter() - t0) * 1e3 / iters
-        print(json.dumps({"ms": ms}), flush=True)
-    elif cmd == "copy":
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            dst.copy_(src)
-        ms = (time.perf_counter() - t0) * 1e3 / iters
-        print(json.dumps({"ms": ms, "gbps": 2 * COPY_ELEMS * 4 / (ms * 1e-3) / 1e9}), flush=True)
-    else:
-        print(json.dumps({"error": f"unknown command {cmd}"}), flush=True)
+def linear():
+    F.linear(x, W)
+
+
+serve({"linear": linear, "copy": lambda: dst.copy_(src)},
+      {"copy": lambda ms: {"gbps": 2 * COPY_ELEMS * 4 / (ms * 1e-3) / 1e9}})

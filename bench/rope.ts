@@ -18,46 +18,16 @@ import { nativeBackend } from "../src/backends/native/backend.ts";
 import { rotary_embedding, rotary_embedding_decomposed } from "../src/graph/ops/rope.ts";
 import { set_default_backend } from "../src/lazy/device.ts";
 import { cli, median } from "./lib/harness.ts";
-import { TORCH_ENV } from "./lib/torch_ref.ts";
-import { readFileSync } from "node:fs";
+import { alternatingRounds, loadavg, TorchServer } from "./lib/rounds.ts";
 import { resolve } from "node:path";
 
 const [B, H, T, D] = [4, 8, 128, 64];
 const ROUNDS = Number(cli.opt("--rounds", "9"));
 const ITERS = Number(cli.opt("--iters", "20"));
 const TORCH = !cli.flag("--no-torch");
-const loadavg = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
 
 if (!nativeBackend()) throw new Error("[rope] the native backend is unavailable");
 set_default_backend("native");
-
-/** PyTorch as a line-protocol server, so its calls interleave with Loom's. */
-class TorchServer {
-  private proc = Bun.spawn(["/usr/bin/python3", resolve(import.meta.dir, "ref_torch_rope.py")], {
-    env: { ...process.env, ...TORCH_ENV }, stdin: "pipe", stdout: "pipe", stderr: "inherit",
-  });
-  private reader = this.proc.stdout.getReader();
-  private buf = "";
-  async line(): Promise<any> {
-    for (;;) {
-      const i = this.buf.indexOf("\n");
-      if (i >= 0) {
-        const l = this.buf.slice(0, i);
-        this.buf = this.buf.slice(i + 1);
-        return JSON.parse(l);
-      }
-      const { value, done } = await this.reader.read();
-      if (done) throw new Error("[rope] PyTorch reference exited");
-      this.buf += new TextDecoder().decode(value);
-    }
-  }
-  async ask(cmd: string): Promise<any> {
-    this.proc.stdin.write(`${cmd}\n`);
-    this.proc.stdin.flush();
-    return this.line();
-  }
-  quit(): void { this.proc.stdin.write("quit\n"); this.proc.stdin.end(); }
-}
 
 // HF's cos/sin: positions · inv_freq, cat(freqs, freqs), [B, T, D] -> [B, 1, T, D]
 const inv = loom.arange(0, D, 2, { dtype: "float32" }).div(D).mul(Math.log(10000)).neg().exp(); // [D/2]
@@ -93,12 +63,12 @@ function lazy(f: Rope): () => void {
   };
 }
 
-const lines: [string, () => void][] = [
+const lines = ([
   ["loom eager, rotary_embedding op", eager(fused)],
   ["loom eager, decomposition", eager(decomposed)],
   ["loom lazy, rotary_embedding op", lazy(fused)],
   ["loom lazy, decomposition", lazy(decomposed)],
-];
+] as const).map(([name, run]) => ({ name, run, iters: ITERS }));
 const kernels = (f: Rope) => {
   const q = q0.lazy().requires_grad_(true);
   const y = f(q, cos.lazy(), sin.lazy());
@@ -106,24 +76,14 @@ const kernels = (f: Rope) => {
   return loom.compile_plan([y, gq!]).kernelCount;
 };
 
-const torch = TORCH ? new TorchServer() : null;
+const torch = TORCH ? new TorchServer(resolve(import.meta.dir, "ref_torch_rope.py"), "rope") : null;
 const info = torch ? await torch.line() : null;
 const load0 = loadavg();
-for (const [, fn] of lines) for (let i = 0; i < 3; i++) fn(); // warm-up (plans compiled once)
-const times = new Map<string, number[]>();
-const add = (k: string, v: number) => times.set(k, [...(times.get(k) ?? []), v]);
-for (let r = 0; r < ROUNDS; r++) {
-  const order = r % 2 ? [...lines].reverse() : lines;
-  for (const [name, fn] of order) {
-    const t0 = performance.now();
-    for (let i = 0; i < ITERS; i++) fn();
-    add(name, (performance.now() - t0) / ITERS);
-  }
-  if (torch) {
-    add("pytorch 1.13 eager, HF formula", (await torch.ask(`rope ${ITERS} 2`)).ms);
-    add("pytorch 1.13 eager, HF formula, 1 thread", (await torch.ask(`rope ${ITERS} 1`)).ms);
-  }
-}
+for (const { run } of lines) for (let i = 0; i < 3; i++) run(); // warm-up (plans compiled once)
+const times = await alternatingRounds(lines, ROUNDS, torch ? async (add) => {
+  add("pytorch 1.13 eager, HF formula", (await torch.ask(`rope ${ITERS} 2`)).ms);
+  add("pytorch 1.13 eager, HF formula, 1 thread", (await torch.ask(`rope ${ITERS} 1`)).ms);
+} : undefined);
 torch?.quit();
 const load1 = loadavg();
 const cpu = (await Bun.file("/proc/cpuinfo").text()).match(/model name\s*:\s*(.*)/)?.[1] ?? "?";

@@ -22,59 +22,23 @@ import * as loom from "../src/index.ts";
 import { set_default_backend } from "../src/lazy/device.ts";
 import { nativeBackend } from "../src/backends/native/backend.ts";
 import { cli, median } from "./lib/harness.ts";
-import { TORCH_ENV } from "./lib/torch_ref.ts";
+import { alternatingRounds, loadavg, TorchServer, type RoundLine } from "./lib/rounds.ts";
 import { operands, randomPacked } from "../tests/quantized/helpers.ts";
 import type { QuantFormat } from "../src/graph/ops/quantized.ts";
 import { resolve } from "node:path";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 
 const N = 4096, K = 4096;
 const ROUNDS = Number(cli.opt("--rounds", "9"));
 const TORCH = !cli.flag("--no-torch");
 const JSON_ONLY = cli.flag("--json");
 const log = (s: string) => { if (!JSON_ONLY) console.log(s); };
-const loadavg = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
 const COPY_ELEMS = 16 * 1024 * 1024;
 const STREAM_JS = "STREAM copy: memcpy (TypedArray.set, 1 thread, 64 MiB)";
 const STREAM_TORCH = "STREAM copy: torch copy_ (2 threads, 64 MiB)";
 
 if (!nativeBackend()) throw new Error("[w12] the native backend is unavailable");
 set_default_backend("native");
-
-/** PyTorch as a line-protocol server (ref_torch_w12.py), so its calls interleave with Loom's. */
-class TorchServer {
-  private proc = Bun.spawn(["/usr/bin/python3", resolve(import.meta.dir, "ref_torch_w12.py")], {
-    env: { ...process.env, ...TORCH_ENV }, stdin: "pipe", stdout: "pipe", stderr: "inherit",
-  });
-  private reader = this.proc.stdout.getReader();
-  private buf = "";
-  async line(): Promise<any> {
-    for (;;) {
-      const i = this.buf.indexOf("\n");
-      if (i >= 0) {
-        const l = this.buf.slice(0, i);
-        this.buf = this.buf.slice(i + 1);
-        return JSON.parse(l);
-      }
-      const { value, done } = await this.reader.read();
-      if (done) throw new Error("[w12] PyTorch reference exited");
-      this.buf += new TextDecoder().decode(value);
-    }
-  }
-  async ask(cmd: string): Promise<any> {
-    this.proc.stdin.write(`${cmd}\n`);
-    this.proc.stdin.flush();
-    return this.line();
-  }
-  quit(): void { this.proc.stdin.write("quit\n"); this.proc.stdin.end(); }
-}
-
-/** ms per call of fn over `iters` calls (each call ends with its result read on the host). */
-function time(fn: () => void, iters: number): number {
-  const t0 = performance.now();
-  for (let i = 0; i < iters; i++) fn();
-  return (performance.now() - t0) / iters;
-}
 
 const cpu = (await Bun.file("/proc/cpuinfo").text()).match(/model name\s*:\s*(.*)/)?.[1] ?? "?";
 const load0 = loadavg();
@@ -92,7 +56,7 @@ const packed = (["q8_0", "q4_0", "nf4"] as QuantFormat[]).map((format) => {
 const src = new Float32Array(COPY_ELEMS).fill(1.5); // values do not matter to a copy
 const dst = new Float32Array(COPY_ELEMS);
 
-interface Impl { name: string; bytes: number; iters: number; run: () => void }
+interface Impl extends RoundLine { bytes: number }
 const impls: Impl[] = [
   { name: "loom float32 GEMV", bytes: N * K * 4, iters: 10, run: () => { x.matmul(Wt).dataSync(); } },
   ...packed.map((q): Impl => ({
@@ -104,18 +68,12 @@ const impls: Impl[] = [
 for (const i of impls) i.run(); // warm-up: library, pools, pages
 
 const torchOk = TORCH && existsSync("/usr/bin/python3");
-const torch = torchOk ? new TorchServer() : null;
+const torch = torchOk ? new TorchServer(resolve(import.meta.dir, "ref_torch_w12.py"), "w12") : null;
 const hello = torch ? await torch.line() : null;
-const times: Record<string, number[]> = {};
-const put = (k: string, v: number) => (times[k] ??= []).push(v);
-for (let r = 0; r < ROUNDS; r++) {
-  const order = r % 2 === 0 ? impls : [...impls].reverse();
-  for (const i of order) put(i.name, time(i.run, i.iters));
-  if (torch) {
-    put("torch float32 F.linear", (await torch.ask("linear 10")).ms);
-    put(STREAM_TORCH, (await torch.ask("copy 5")).ms);
-  }
-}
+const times = Object.fromEntries(await alternatingRounds(impls, ROUNDS, torch ? async (put) => {
+  put("torch float32 F.linear", (await torch.ask("linear 10")).ms);
+  put(STREAM_TORCH, (await torch.ask("copy 5")).ms);
+} : undefined));
 torch?.quit();
 const load1 = loadavg();
 

@@ -201,18 +201,30 @@ export function w7Model(): loom.models.GPT2LMHeadModel {
 }
 
 /**
+ * W7u's LoRA (r 8, alpha 16, on attn.c_attn and attn.c_proj) injected into `model` in place
+ * (lora.get_peft_model); returns the trainable parameters (the LoRA factors).
+ */
+export function w7Lora(model: loom.models.GPT2LMHeadModel): loom.Tensor[] {
+  loom.lora.get_peft_model(model, new loom.lora.LoraConfig({
+    r: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM",
+  }));
+  return model.parameters().filter((p) => p.requires_grad);
+}
+
+/**
  * W7u: the W7 model and step as a user writes them with the project's own modules
  * (models.GPT2LMHeadModel, PEFT-style LoRA via lora.get_peft_model, optim.AdamW), run in the
  * execution mode `lazy` selects (Module.forward records and realizes per call, or runs op by
  * op). GELU is the erf form, as the PyTorch reference's F.gelu; dropout 0. One `step()` is the
  * user's loop body: forward with targets, zero_grad, backward, step, loss.item().
+ * `beforeLora` changes the model before LoRA is injected (bench/qlora.ts: loom.compress, the
+ * QLoRA order: quantize, then get_peft_model).
  */
-export function userGptStep(place: (t: loom.Tensor) => loom.Tensor, lazy: boolean) {
+export function userGptStep(place: (t: loom.Tensor) => loom.Tensor, lazy: boolean,
+  beforeLora?: (model: loom.models.GPT2LMHeadModel) => void) {
   const model = w7Model();
-  loom.lora.get_peft_model(model, new loom.lora.LoraConfig({
-    r: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ["attn.c_attn", "attn.c_proj"], fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM",
-  }));
-  const params = model.parameters().filter((p) => p.requires_grad);
+  beforeLora?.(model);
+  const params = w7Lora(model);
   const opt = new loom.optim.AdamW(params, { lr: 1e-3 });
   const x = place(loom.randint(0, V, [BATCH, CTX])), y = place(loom.randint(0, V, [BATCH, CTX]));
   model.train();

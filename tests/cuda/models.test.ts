@@ -1,134 +1,18 @@
 /**
- * (Adapted from tests/webgpu/models.test.ts: the same checks on device "cuda".)
- * Whole models on the cuda device: the tiny GPT-2 (and its PEFT LoRA adapter) forward and
- * backward, eager and lazy (lazy runs the compiler's fused kernels), against the PyTorch
- * reference; LoRA linear (the fused registry op) and an AdamW training step vs the js backend.
- * Tolerances: float32 kernels with other summation orders than torch, |Δ| <= atol + rtol·|ref|.
+ * Whole models on the cuda device: the shared checks of tests/models/device_models.ts (GPT-2 and
+ * its LoRA adapter vs PyTorch, lora_linear, AdamW vs the js backend), then which ops ran on the GPU.
  */
 import { describe, expect, test } from "bun:test";
-import * as loom from "../../src/index.ts";
 import { load_adapter } from "../../src/lora/save_load.ts";
-import { lora_layers } from "../../src/lora/model.ts";
 import { GPT2LMHeadModel } from "../../src/models/gpt2.ts";
 import { with_execution_mode } from "../../src/nn/execution.ts";
 import { CUDA } from "./device.ts";
-import { REF, TINY, TINY_ADAPTER, expectClose, ids, labels } from "../models/helpers.ts";
+import { TINY, TINY_ADAPTER, ids, labels } from "../models/helpers.ts";
+import { describeModelsOn } from "../models/device_models.ts";
 
 const LONG = 120_000;
 
-describe.if(CUDA)("GPT-2 on cuda", () => {
-  const run = (mode: "eager" | "lazy", lora: boolean) => with_execution_mode(mode, () => {
-    const model = GPT2LMHeadModel.from_pretrained(TINY).train();
-    if (lora) load_adapter(model, TINY_ADAPTER, "default", { is_trainable: true });
-    model.to("cuda");
-    const { logits, loss } = model.call(ids().to("cuda"), { labels: labels().to("cuda") });
-    loss!.backward();
-    const grads = lora
-      ? lora_layers(model).flatMap(([path, l]) => [
-        [`${path}.lora_A.weight`, l.lora_A.get("default").weight.grad] as const,
-        [`${path}.lora_B.weight`, l.lora_B.get("default").weight.grad] as const,
-      ])
-      : model.named_parameters().map(([k, p]) => [k, p.grad] as const);
-    return { model, logits, loss: loss!, grads };
-  });
-
-  test("forward and backward match PyTorch, eager and lazy (fused kernels)", () => {
-    const e = run("eager", false), l = run("lazy", false);
-    expect(e.model.parameters().every((p) => p.device === "cuda")).toBe(true);
-    expect(e.logits.device).toBe("cuda");
-    expectClose(e.logits, REF.logits);
-    expect(e.loss.item()).toBeCloseTo(REF.loss, 4);
-    for (const [k, g] of e.grads) expectClose(g as never, REF.grads[k]!, 1e-5, 1e-3);
-    expectClose(l.logits, REF.logits);
-    expect(l.loss.item()).toBeCloseTo(REF.loss, 4);
-    l.grads.forEach(([k, g], i) => {
-      expect(e.grads[i]![0]).toBe(k);
-      expectClose(g as never, REF.grads[k]!, 1e-5, 1e-3);
-    });
-  }, LONG);
-
-  test("PEFT LoRA adapter: logits, loss and LoRA gradients match PyTorch, eager and lazy", () => {
-    const e = run("eager", true), l = run("lazy", true);
-    expectClose(e.logits, REF.lora.logits);
-    expect(e.loss.item()).toBeCloseTo(REF.lora.loss, 4);
-    for (const [k, g] of e.grads) expectClose(g as never, REF.lora.grads[k]!, 1e-5, 1e-3);
-    expectClose(l.logits, REF.lora.logits);
-    expect(l.loss.item()).toBeCloseTo(REF.lora.loss, 4);
-    for (const [k, g] of l.grads) expectClose(g as never, REF.lora.grads[k]!, 1e-5, 1e-3);
-  }, LONG);
-});
-
-describe.if(CUDA)("fused ops and optimizers on cuda", () => {
-  test("lora_linear equals its decomposition and the js float64 reference (values and gradients)", () => {
-    loom.manual_seed(3);
-    const shapes = [[2, 3, 6], [5, 6], [2, 6], [5, 2], [5]];
-    const ref = shapes.map((s) => loom.randn(s, { dtype: "float64" }));
-    const grads = (xs: loom.Tensor[]) => {
-      const leaves = xs.map((x) => x.detach().requires_grad_());
-      const y = loom.lora_linear(leaves[0]!, leaves[1]!, leaves[2]!, leaves[3]!, 4, leaves[4]!);
-      const dec = loom.linear(leaves[0]!, leaves[1]!, leaves[4]!).add(loom.linear(loom.linear(leaves[0]!, leaves[2]!), leaves[3]!).mul(4));
-      return { y, dec, g: loom.autograd.grad(y.mul(y).sum(), leaves) };
-    };
-    const want = grads(ref);
-    const got = grads(ref.map((x) => x.float().to("cuda")));
-    expect(got.y.device).toBe("cuda");
-    expectClose(got.y, Array.from(want.y.dataSync()), 1e-5, 1e-4);
-    expectClose(got.dec, Array.from(want.y.dataSync()), 1e-5, 1e-4);
-    got.g.forEach((g, i) => expectClose(g!, Array.from(want.g[i]!.dataSync()), 1e-4, 1e-4));
-  }, LONG);
-
-  test("lora_linear with B = 0 equals the base linear; strided (transposed) weights", () => {
-    const x = loom.randn([4, 3]).to("cuda");
-    const W = loom.randn([3, 2]).to("cuda").t(); // [2, 3] view
-    const y = loom.lora_linear(x, W, loom.randn([2, 3]).to("cuda"), loom.zeros(2, 2).to("cuda"), 8);
-    expectClose(y, Array.from(loom.linear(x.to("cpu"), W.to("cpu")).dataSync()), 1e-6, 1e-5);
-  });
-
-  test("AdamW training steps on cuda follow the js backend; each step is one plan equal to the op-by-op update", () => {
-    loom.manual_seed(1);
-    const W0 = loom.randn([8, 4]), x = loom.randn([16, 8]), t = loom.randn([16, 4]);
-    const train = (device: string) => {
-      const W = (device === "cpu" ? W0.clone() : W0.to(device)).requires_grad_();
-      const opt = new loom.optim.AdamW([W], { lr: 1e-2, weight_decay: 0.1 });
-      const [xd, td] = [x.to(device), t.to(device)];
-      let stepPlans = 0;
-      for (let i = 0; i < 5; i++) {
-        opt.zero_grad();
-        xd.matmul(W).sub(td).pow(2).mean().backward();
-        const r0 = loom.realizeStats.realizes;
-        opt.step();
-        stepPlans = loom.realizeStats.realizes - r0;
-      }
-      return Object.assign(W, { stepPlans });
-    };
-    const cpu = train("cpu"), gpu = train("cuda");
-    expect(gpu.device).toBe("cuda");
-    expect(gpu.stepPlans).toBe(1); // the update of p, m and v: one plan (writes last)
-    expectClose(gpu.to("cpu"), Array.from(cpu.dataSync()), 1e-6, 1e-5);
-
-    // the optimizer's plan equals torch's op-by-op order (to float32 rounding)
-    const [p, g, m, v] = [loom.randn([300]), loom.randn([300]), loom.randn([300]).mul(0.1), loom.rand([300]).mul(0.01)];
-    const ref = { p: p.clone(), m: m.clone(), v: v.clone() };
-    const h = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 };
-    loom.no_grad(() => {
-      ref.p.mul_(1 - h.lr * h.weight_decay);
-      ref.m.mul_(h.beta1).add_(g, { alpha: 1 - h.beta1 });
-      ref.v.mul_(h.beta2).add_(g.mul(g), { alpha: 1 - h.beta2 });
-      const denom = ref.v.sqrt().div(Math.sqrt(1 - h.beta2)).add(h.eps);
-      ref.p.add_(ref.m.div(denom), { alpha: -(h.lr / (1 - h.beta1)) });
-    });
-    const gp = p.to("cuda").requires_grad_();
-    gp.grad = g.to("cuda");
-    const opt = new loom.optim.AdamW([gp], { lr: h.lr, betas: [h.beta1, h.beta2], eps: h.eps, weight_decay: h.weight_decay });
-    const st = opt.state as Map<loom.Tensor, Record<string, unknown>>;
-    st.set(gp, { step: 0, exp_avg: m.to("cuda"), exp_avg_sq: v.to("cuda") });
-    opt.step();
-    const s = st.get(gp)!;
-    expectClose(gp, Array.from(ref.p.dataSync()), 1e-7, 1e-6);
-    expectClose(s.exp_avg as loom.Tensor, Array.from(ref.m.dataSync()), 1e-7, 1e-6);
-    expectClose(s.exp_avg_sq as loom.Tensor, Array.from(ref.v.dataSync()), 1e-9, 1e-6);
-  }, LONG);
-});
+describeModelsOn("cuda", CUDA, { timeout: LONG });
 
 describe.if(CUDA)("what ran where", () => {
   test("the GPT-2 LoRA step's matmuls, reductions and fused programs ran on the device; CPU runs are counted by op", async () => {

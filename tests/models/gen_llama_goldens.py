@@ -30,9 +30,10 @@ rope_scaling: inv_freq for rope_type default / linear / llama3 (float32, as HF c
 """
 import json
 import os
-import struct
 
 import torch
+
+from safetensors_writer import write_safetensors  # this folder is on sys.path when run as a script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "fixtures")
@@ -202,23 +203,6 @@ def rope_scaling_goldens():
 
 # ---- files -----------------------------------------------------------------------------------------
 
-def write_safetensors(path, tensors):
-    header = {"__metadata__": {"format": "pt"}}
-    blobs, off = [], 0
-    for name, t in tensors:
-        b = t.detach().contiguous().to(torch.float32).numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
 def flat(t):
     return [float("%.9g" % v) for v in t.detach().reshape(-1).tolist()]
 
@@ -237,7 +221,7 @@ def main():
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(cfg, f, indent=2, sort_keys=True)
             f.write("\n")
-        write_safetensors(os.path.join(folder, "model.safetensors"), list(w.items()))
+        write_safetensors(os.path.join(folder, "model.safetensors"), list(w.items()), {"format": "pt"})
 
         input_ids = torch.randint(0, cfg["vocab_size"], (2, 9), generator=gen)
         labels = input_ids.clone()

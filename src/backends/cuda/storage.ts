@@ -11,6 +11,7 @@
  */
 import { allocArray, itemsize, type DType, type TypedArray } from "../../tensor/dtype.ts";
 import type { TensorData } from "../../tensor/storage.ts";
+import { DeviceData } from "../device_data.ts";
 import type { DBuf, DevicePool } from "./memory.ts";
 
 /** What a storage needs from the device: readbacks (storage.ts stays free of the FFI). */
@@ -64,19 +65,8 @@ export class CudaStorage {
   }
 }
 
-/**
- * A strided view on a CudaStorage. `data` is an own enumerable accessor, so CPU code that copies
- * a TensorData with a spread gets the values, not a missing field.
- */
-export class CudaData implements TensorData {
-  declare readonly data: TypedArray;
-  readonly dtype: DType;
-
-  constructor(readonly storage: CudaStorage, readonly shape: readonly number[], readonly strides: readonly number[], readonly offset: number) {
-    this.dtype = storage.dtype;
-    Object.defineProperty(this, "data", { get: () => this.storage.hostSync(), enumerable: true });
-  }
-}
+/** A strided view on a CudaStorage (../device_data.ts). */
+export class CudaData extends DeviceData<CudaStorage> {}
 
 export function isCuda(t: TensorData): t is CudaData {
   return t instanceof CudaData;

@@ -12,6 +12,7 @@
  */
 import type { DType, TypedArray } from "../../tensor/dtype.ts";
 import type { TensorData } from "../../tensor/storage.ts";
+import { DeviceData } from "../device_data.ts";
 import { fromGpuBytes } from "./dtype.ts";
 import type { PBuf } from "./memory.ts";
 import { raiseCells, type CommandQueue, type ErrCell } from "./queue.ts";
@@ -85,19 +86,8 @@ export class GpuStorage {
   }
 }
 
-/**
- * A strided view on a GpuStorage. `data` is an own enumerable accessor so that CPU code that
- * copies a TensorData with a spread gets the values, not a missing field.
- */
-export class GpuData implements TensorData {
-  declare readonly data: TypedArray;
-  readonly dtype: DType;
-
-  constructor(readonly storage: GpuStorage, readonly shape: readonly number[], readonly strides: readonly number[], readonly offset: number) {
-    this.dtype = storage.dtype;
-    Object.defineProperty(this, "data", { get: () => this.storage.hostSync(), enumerable: true });
-  }
-}
+/** A strided view on a GpuStorage (../device_data.ts). */
+export class GpuData extends DeviceData<GpuStorage> {}
 
 export function isGpu(t: TensorData): t is GpuData {
   return t instanceof GpuData;
