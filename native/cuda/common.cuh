@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "ops.gen.h"
+#include "../kernels/scalar_bits.h"
 
 enum { DT_F32 = 0, DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64, DT_I8, DT_U8, DT_BOOL };
 
@@ -68,66 +69,16 @@ static inline __host__ __device__ int dt_size(int dt) {
   }
 }
 
-/* ---- half precision: the same bits as src/tensor/dtype.ts (and native/kernels/common.h) ----- */
-static inline __device__ float lc_f16_to_f32(uint16_t h) {
-  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
-  if (e == 0) {
-    float v = (float)m * 5.9604644775390625e-8f; /* 2^-24 */
-    return (h & 0x8000) ? -v : v;
-  }
-  if (e == 31) x = s | 0x7f800000u | (m << 13);
-  else x = s | ((e + 112) << 23) | (m << 13);
-  return __uint_as_float(x);
-}
-
-static inline __device__ uint16_t lc_f32_to_f16(float v) {
-  uint32_t x = __float_as_uint(v);
-  uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
-  if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
-  int e = (int)exp - 127 + 15;
-  if (e >= 31) return (uint16_t)(sign | 0x7c00);
-  if (e <= 0) {
-    if (e < -10) return (uint16_t)sign;
-    mant |= 0x800000;
-    int shift = 14 - e;
-    uint32_t half = 1u << (shift - 1), r = mant >> shift, rem = mant & ((1u << shift) - 1);
-    if (rem > half || (rem == half && (r & 1))) r++;
-    return (uint16_t)(sign | r);
-  }
-  uint32_t r = mant >> 13, rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) {
-    r++;
-    if (r == 0x400) { r = 0; e++; if (e >= 31) return (uint16_t)(sign | 0x7c00); }
-  }
-  return (uint16_t)(sign | ((uint32_t)e << 10) | r);
-}
-
-static inline __device__ float lc_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-static inline __device__ uint16_t lc_f32_to_bf16(float v) {
-  uint32_t x = __float_as_uint(v);
-  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)(((x >> 16) | 0x40) & 0xffff);
-  uint32_t lsb = (x >> 16) & 1;
-  return (uint16_t)(((x + 0x7fff + lsb) >> 16) & 0xffff);
-}
-
-/** JavaScript's ToInt32-style wrap of a double into [0, mod) (NaN and infinities give 0). */
-static inline __device__ uint32_t lc_wrap(double d, double mod) {
-  if (!isfinite(d)) return 0;
-  double t = trunc(d);
-  if (t >= 0 && t < mod) return (uint32_t)t;
-  double m = fmod(t, mod);
-  if (m < 0) m += mod;
-  return (uint32_t)m;
-}
+/* ---- half precision and the integer wrap: native/kernels/scalar_bits.h, shared with the CPU
+ * kernels (f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16, js_wrap; __host__ __device__) -- */
 
 /** Element i of a buffer of dtype dt at device address p, as a double. */
 static inline __device__ double lc_load(uint64_t p, int dt, int64_t i) {
   switch (dt) {
     case DT_F32: return ((const float *)p)[i];
     case DT_F64: case DT_I64: return ((const double *)p)[i];
-    case DT_F16: return lc_f16_to_f32(((const uint16_t *)p)[i]);
-    case DT_BF16: return lc_bf16_to_f32(((const uint16_t *)p)[i]);
+    case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+    case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
     case DT_I32: return ((const int32_t *)p)[i];
     case DT_I8: return ((const int8_t *)p)[i];
     default: return ((const uint8_t *)p)[i];
@@ -140,11 +91,11 @@ static inline __device__ void lc_store(uint64_t p, int dt, int64_t i, double v) 
     case DT_F32: ((float *)p)[i] = (float)v; break;
     case DT_F64: ((double *)p)[i] = v; break;
     case DT_I64: { double t = isnan(v) ? 0 : trunc(v); ((double *)p)[i] = t + 0.0; break; }
-    case DT_F16: ((uint16_t *)p)[i] = lc_f32_to_f16((float)v); break;
-    case DT_BF16: ((uint16_t *)p)[i] = lc_f32_to_bf16((float)v); break;
-    case DT_I32: ((int32_t *)p)[i] = (int32_t)lc_wrap(v, 4294967296.0); break;
-    case DT_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)lc_wrap(v, 256.0); break;
-    case DT_U8: ((uint8_t *)p)[i] = (uint8_t)lc_wrap(v, 256.0); break;
+    case DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
+    case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case DT_I32: ((int32_t *)p)[i] = (int32_t)js_wrap(v, 4294967296.0); break;
+    case DT_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)js_wrap(v, 256.0); break;
+    case DT_U8: ((uint8_t *)p)[i] = (uint8_t)js_wrap(v, 256.0); break;
     default: ((uint8_t *)p)[i] = v != 0; break; /* bool: NaN is truthy, as `v !== 0` */
   }
 }
@@ -154,12 +105,12 @@ static inline __device__ double lc_round(int dt, double v) {
   switch (dt) {
     case DT_F64: return v;
     case DT_F32: return (double)(float)v;
-    case DT_F16: return lc_f16_to_f32(lc_f32_to_f16((float)v));
-    case DT_BF16: return lc_bf16_to_f32(lc_f32_to_bf16((float)v));
+    case DT_F16: return f16_to_f32(f32_to_f16((float)v));
+    case DT_BF16: return bf16_to_f32(f32_to_bf16((float)v));
     case DT_I64: return isnan(v) ? 0.0 : trunc(v) + 0.0;
-    case DT_I32: return (double)(int32_t)lc_wrap(v, 4294967296.0);
-    case DT_I8: return (double)(int8_t)(uint8_t)lc_wrap(v, 256.0);
-    case DT_U8: return (double)(uint8_t)lc_wrap(v, 256.0);
+    case DT_I32: return (double)(int32_t)js_wrap(v, 4294967296.0);
+    case DT_I8: return (double)(int8_t)(uint8_t)js_wrap(v, 256.0);
+    case DT_U8: return (double)(uint8_t)js_wrap(v, 256.0);
     default: return v != 0 ? 1.0 : 0.0;
   }
 }

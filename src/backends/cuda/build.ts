@@ -39,7 +39,8 @@ export function nvcc(): string | null {
 export type CudaBuildResult = { ok: true; path: string; cached: boolean } | { ok: false; reason: string };
 
 function sources(): string[] {
-  return readdirSync(CUDA_DIR).filter((f) => f.endsWith(".cu") || f.endsWith(".cuh")).sort().map((f) => join(CUDA_DIR, f));
+  const own = readdirSync(CUDA_DIR).filter((f) => f.endsWith(".cu") || f.endsWith(".cuh")).sort().map((f) => join(CUDA_DIR, f));
+  return [...own, join(NATIVE_DIR, "kernels", "scalar_bits.h")]; // shared with the CPU kernels (common.cuh includes it)
 }
 
 /** Hash of what changes the library: sources, the opcode table, flags. */
