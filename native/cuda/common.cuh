@@ -19,7 +19,7 @@
 #include "ops.gen.h"
 #include "../kernels/scalar_bits.h"
 
-enum { DT_F32 = 0, DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64, DT_I8, DT_U8, DT_BOOL };
+/* DT_* codes, dt_size, load1/store1 and the half conversions: ../kernels/scalar_bits.h */
 
 #define LC_MAXD 16
 #define LC_MAXIN 64
@@ -60,45 +60,17 @@ typedef struct {
 /** Reduction kinds (fused_reduce attrs). */
 enum { RED_SUM = 0, RED_MAX = 1, RED_MIN = 2 };
 
-static inline __host__ __device__ int dt_size(int dt) {
-  switch (dt) {
-    case DT_F32: case DT_I32: return 4;
-    case DT_F64: case DT_I64: return 8;
-    case DT_F16: case DT_BF16: return 2;
-    default: return 1;
-  }
-}
 
 /* ---- half precision and the integer wrap: native/kernels/scalar_bits.h, shared with the CPU
  * kernels (f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16, js_wrap; __host__ __device__) -- */
 
-/** Element i of a buffer of dtype dt at device address p, as a double. */
-static inline __device__ double lc_load(uint64_t p, int dt, int64_t i) {
-  switch (dt) {
-    case DT_F32: return ((const float *)p)[i];
-    case DT_F64: case DT_I64: return ((const double *)p)[i];
-    case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-    case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case DT_I32: return ((const int32_t *)p)[i];
-    case DT_I8: return ((const int8_t *)p)[i];
-    default: return ((const uint8_t *)p)[i];
-  }
-}
+/** Element i of a buffer of dtype dt at device address p, as a double (scalar_bits.h load1). */
+static inline __device__ double lc_load(uint64_t p, int dt, int64_t i) { return load1((const char *)p, dt, i); }
 
-/** Store v as element i with the js backend's conversions (src/tensor/dtype.ts). */
-static inline __device__ void lc_store(uint64_t p, int dt, int64_t i, double v) {
-  switch (dt) {
-    case DT_F32: ((float *)p)[i] = (float)v; break;
-    case DT_F64: ((double *)p)[i] = v; break;
-    case DT_I64: { double t = isnan(v) ? 0 : trunc(v); ((double *)p)[i] = t + 0.0; break; }
-    case DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
-    case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    case DT_I32: ((int32_t *)p)[i] = (int32_t)js_wrap(v, 4294967296.0); break;
-    case DT_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)js_wrap(v, 256.0); break;
-    case DT_U8: ((uint8_t *)p)[i] = (uint8_t)js_wrap(v, 256.0); break;
-    default: ((uint8_t *)p)[i] = v != 0; break; /* bool: NaN is truthy, as `v !== 0` */
-  }
-}
+/** Store v as element i with the js backend's conversions (scalar_bits.h store1). */
+static inline __device__ void lc_store(uint64_t p, int dt, int64_t i, double v) { store1((char *)p, dt, i, v); }
+
+
 
 /** v rounded as storing it as dt and loading it back gives (a program's intermediates). */
 static inline __device__ double lc_round(int dt, double v) {

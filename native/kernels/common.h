@@ -16,7 +16,7 @@
 #include <string.h>
 #include "scalar_bits.h"
 
-enum { DT_F32 = 0, DT_F64, DT_F16, DT_BF16, DT_I32, DT_I64, DT_I8, DT_U8, DT_BOOL };
+/* DT_* codes, dt_size, the half conversions, js_wrap, load1/store1: scalar_bits.h */
 
 #define LOOM_MAXD 16
 /** Most inputs of one instruction (cat is variadic); elementwise/fused take at most LOOM_EW_MAXIN. */
@@ -35,14 +35,6 @@ typedef struct {
   int64_t st[LOOM_MAXD];
 } tdesc;
 
-static inline int dt_size(int dt) {
-  switch (dt) {
-    case DT_F32: case DT_I32: return 4;
-    case DT_F64: case DT_I64: return 8;
-    case DT_F16: case DT_BF16: return 2;
-    default: return 1;
-  }
-}
 
 static inline int64_t t_numel(const tdesc *t) {
   int64_t n = 1;
@@ -98,34 +90,6 @@ static inline uint16_t f32_to_bf16_bf(float v) {
   memcpy(&x, &v, 4);
   uint32_t nan = ((x >> 16) | 0x40) & 0xffff, r = ((x + 0x7fff + ((x >> 16) & 1)) >> 16) & 0xffff;
   return (uint16_t)((x & 0x7fffffff) > 0x7f800000 ? nan : r);
-}
-
-/* ---- integer stores: JavaScript's typed-array conversions ------------------------------------ */
-
-static inline double load1(const char *p, int dt, int64_t i) {
-  switch (dt) {
-    case DT_F32: return ((const float *)p)[i];
-    case DT_F64: case DT_I64: return ((const double *)p)[i];
-    case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-    case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case DT_I32: return ((const int32_t *)p)[i];
-    case DT_I8: return ((const int8_t *)p)[i];
-    default: return ((const uint8_t *)p)[i];
-  }
-}
-
-static inline void store1(char *p, int dt, int64_t i, double v) {
-  switch (dt) {
-    case DT_F32: ((float *)p)[i] = (float)v; break;
-    case DT_F64: ((double *)p)[i] = v; break;
-    case DT_I64: { double t = isnan(v) ? 0 : trunc(v); ((double *)p)[i] = t + 0.0; break; }
-    case DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
-    case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    case DT_I32: ((int32_t *)p)[i] = (int32_t)js_wrap(v, 4294967296.0); break;
-    case DT_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)js_wrap(v, 256.0); break;
-    case DT_U8: ((uint8_t *)p)[i] = (uint8_t)js_wrap(v, 256.0); break;
-    default: ((uint8_t *)p)[i] = v != 0; break; /* bool: NaN is truthy here, as `v !== 0` */
-  }
 }
 
 /** Load n elements with element stride s (0 = broadcast) starting at element i0 into doubles. */
