@@ -30,6 +30,19 @@ export const BUILD_DIR = NATIVE_DIR && join(NATIVE_DIR, "build");
  * -fopenmp-simd (no OpenMP runtime) so block loops call libmvec's SIMD exp/log/tanh/...
  */
 export const CFLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-pthread", "-fno-math-errno", "-ffp-contract=off", "-fopenmp-simd", "-Wall"];
+/**
+ * Link flags. `-z nodelete`: the library is never unmapped once loaded, because loom_init starts
+ * threads (the pool's workers, the executor) that live in its code and wait on its static mutexes
+ * and condition variables. Deno runs each test file in its own worker and closes the worker's
+ * `Deno.dlopen` handles when it ends (dlclose); without the flag the next file's dlopen mapped a
+ * fresh copy (statics reset, `started` = 0) while the old threads still slept in the old copy's
+ * futexes, at the same addresses when the copy landed there again: a second executor and pool
+ * then shared pool_cv with the stale waiters, and pthread_cond_broadcast blocked forever
+ * (webgpu.test.ts's GPT + LoRA hung in k_fused_attention -> loom_parallel_for), or freed memory
+ * was touched (`double free or corruption`). With it, later loads return the same copy and
+ * loom_init finds the pool started.
+ */
+export const LDFLAGS = ["-shared", "-pthread", "-Wl,-z,nodelete"];
 
 /** Where the generated header (ops.gen.h: the opcode table, from the registry) is written. */
 export const GEN_DIR = BUILD_DIR && join(BUILD_DIR, "gen");
@@ -62,7 +75,7 @@ export function compiler(): string {
 function buildHash(files: readonly string[]): string {
   const h = createHash("sha256");
   for (const f of files) h.update(f.slice(NATIVE_DIR.length)).update(readFileSync(f));
-  h.update(CFLAGS.join(" ")).update(compiler()).update(cpus()[0]?.model ?? "").update(process.arch);
+  h.update(CFLAGS.join(" ")).update(LDFLAGS.join(" ")).update(compiler()).update(cpus()[0]?.model ?? "").update(process.arch);
   return h.digest("hex").slice(0, 16);
 }
 
@@ -88,7 +101,7 @@ export function buildNative(opts: { quiet?: boolean } = {}): BuildResult {
   const script = [
     ...cfiles.map((f, i) => `${q(cc)} ${CFLAGS.join(" ")} -I${q(GEN_DIR)} -c ${q(f)} -o ${q(objs[i]!)} &`),
     "wait",
-    `${q(cc)} -shared -pthread -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -lmvec -lm -ldl`,
+    `${q(cc)} ${LDFLAGS.join(" ")} -o ${q(join(tmp, "lib.so"))} ${objs.map(q).join(" ")} -lmvec -lm -ldl`,
   ].join("\n");
   // `wait` loses the compile jobs' statuses; a missing object then fails the link with the compiler's message
   const r = spawnSync(["sh", "-c", script]);

@@ -4,9 +4,15 @@
  * under Bun, read under Deno, whose FFI cannot unmap on collection), LAPACK's SVD (i64
  * arguments), GGUF loading, and loading Open MPI. Run by `deno test` and by `bun test` (harness.ts),
  * so each runtime checks its own implementation against the same hand-derived values.
- * Named to run after webgpu.test.ts: `deno test` runs files in name order in one process, and
- * with this file before it, webgpu.test.ts's GPT + LoRA test hung (3 runs of 3) under Deno 2.9.6
- * with its software adapter; run after it, all pass (3 of 3). The cause is not found yet.
+ * `deno test` runs the files in name order in one process, each in its own worker, and closes a
+ * worker's `Deno.dlopen` handles when its file ends. With this file first (a native kernel ran
+ * here, then in core.test.ts), webgpu.test.ts's GPT + LoRA test hung (4 runs of 4; once
+ * `double free or corruption`): libloom was unmapped while the pool and executor threads that
+ * loom_init started still slept inside it, and the next load started a second pool on fresh
+ * statics that the stale threads' futexes shared (gdb: three "loom-exec" threads, one blocked in
+ * pthread_cond_broadcast(pool_cv) under k_fused_attention). libloom is now linked with
+ * `-z nodelete` (src/backends/native/build.ts LDFLAGS), so the order no longer matters; this
+ * file running before webgpu.test.ts is the regression check.
  */
 import { closeSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
