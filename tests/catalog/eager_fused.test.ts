@@ -6,12 +6,12 @@
  * tolerance is within native.fused_softmax.f32x's contract of a float64 reference. Where a
  * gradient is recorded (or on js) the decomposition runs op by op, as before.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { LAYER_NORM_CONTRACT, RMS_NORM_CONTRACT, SOFTMAX_X_CONTRACT } from "../../src/backends/native/rows.ts";
 import { set_default_backend } from "../../src/lazy/device.ts";
 import { NATIVE } from "../native/helpers.ts";
-import { expectWithinContract as within, softmaxRef, t, values } from "./helpers.ts";
+import { expectWithinContract as within, softmaxRef, t, useNative, values } from "./helpers.ts";
 
 type T = loom.Tensor;
 const bits = (a: ArrayLike<number>) => Array.from(new Uint32Array(Float32Array.from(a).buffer));
@@ -22,15 +22,7 @@ const opByOp = (x: T, d: number) => {
 };
 
 describe.skipIf(!NATIVE)("eager softmax runs the fused kernel (native)", () => {
-  let prev = "";
-  beforeAll(() => {
-    prev = set_default_backend("native");
-    loom.set_compiler_options({}, true);
-  });
-  afterAll(() => {
-    loom.set_compiler_options({}, true);
-    set_default_backend(prev as "js" | "native");
-  });
+  useNative();
 
   test("one kernel, not five; eager == lazy bit for bit at the default tolerance, within f32x's contract", () => {
     const n = 1000, v = values(7 * n, 8, 3, 5);

@@ -1,10 +1,11 @@
 /**
  * Shared by the catalog tests: deterministic inputs, a float64 softmax reference, the check of a
- * bounded contract, and the implementations a lazy plan chose.
+ * bounded contract, the implementations a lazy plan chose, and the native-backend setup of a describe.
  */
-import { expect } from "bun:test";
+import { afterAll, beforeAll, expect } from "bun:test";
 import * as loom from "../../src/index.ts";
 import type { Contract } from "../../src/backends/catalog.ts";
+import { set_default_backend } from "../../src/lazy/device.ts";
 
 /** Deterministic float32 values: normal-ish times `scale`, shifted by `shift` (an LCG, not loom's rng). */
 export function values(n: number, scale: number, shift = 0, seed = 1): Float32Array {
@@ -62,4 +63,20 @@ export function softmaxRef(v: ArrayLike<number>, n: number): Float64Array {
 /** The implementation ids of a lazy result's plan, as `op:impl`. */
 export function impls(y: loom.LazyTensor): string[] {
   return y.plan().instructions.map((i) => `${i.op.name}:${i.impl}`);
+}
+
+/**
+ * In the enclosing describe: the native backend and fresh compiler options `opts` for its tests;
+ * the previous backend and the default options after them.
+ */
+export function useNative(opts: Parameters<typeof loom.set_compiler_options>[0] = {}): void {
+  let prev = "";
+  beforeAll(() => {
+    prev = set_default_backend("native");
+    loom.set_compiler_options(opts, true);
+  });
+  afterAll(() => {
+    loom.set_compiler_options({}, true);
+    set_default_backend(prev as "js" | "native");
+  });
 }

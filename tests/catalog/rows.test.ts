@@ -8,12 +8,11 @@
  * The references are computed here in float64, sequentially, from the input values; the
  * softmax prologue's values are rounded to float32 after each op as the graph rounds them.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { LAYER_NORM_CONTRACT, RMS_NORM_CONTRACT, SOFTMAX_CONTRACT } from "../../src/backends/native/rows.ts";
-import { set_default_backend } from "../../src/lazy/device.ts";
 import { NATIVE } from "../native/helpers.ts";
-import { expectWithinContract as within, impls, softmaxRef, t, values } from "./helpers.ts";
+import { expectWithinContract as within, impls, softmaxRef, t, useNative, values } from "./helpers.ts";
 
 type L = any;
 const f32 = Math.fround;
@@ -53,15 +52,7 @@ function layerNormRef(x: ArrayLike<number>, n: number, eps: number, w: ArrayLike
 const TIGHT = { tolerance: { atol: 1e-5, rtol: 2.4e-7 } };
 
 describe.skipIf(!NATIVE)("native float32 row kernels (rows.ts)", () => {
-  let prev = "";
-  beforeAll(() => {
-    prev = set_default_backend("native");
-    loom.set_compiler_options(TIGHT, true);
-  });
-  afterAll(() => {
-    loom.set_compiler_options({}, true);
-    set_default_backend(prev as "js" | "native");
-  });
+  useNative(TIGHT);
 
   /** Realize `f` lazily: the values, and checks the plan ran `impl`. */
   function run(f: () => L, impl: string): Float32Array {

@@ -10,12 +10,11 @@
  * equals eager bit for bit. The references are computed here in float64 from the input values;
  * prologue values are rounded to float32 after each op as the graph rounds them.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { MAX_SOFTMAX_ROW, SOFTMAX_CONTRACT, SOFTMAX_X_CONTRACT } from "../../src/backends/native/rows.ts";
-import { set_default_backend } from "../../src/lazy/device.ts";
 import { NATIVE } from "../native/helpers.ts";
-import { expectWithinContract as within, impls, softmaxRef, t, values } from "./helpers.ts";
+import { expectWithinContract as within, impls, softmaxRef, t, useNative, values } from "./helpers.ts";
 
 type L = any;
 const f32 = Math.fround;
@@ -24,15 +23,7 @@ const F32 = "fused_softmax:native.fused_softmax.f32";
 const EXACT = "fused_softmax:native.fused_softmax.exact";
 
 describe.skipIf(!NATIVE)("native.fused_softmax.f32x (float32 exp)", () => {
-  let prev = "";
-  beforeAll(() => {
-    prev = set_default_backend("native");
-    loom.set_compiler_options({}, true);
-  });
-  afterAll(() => {
-    loom.set_compiler_options({}, true);
-    set_default_backend(prev as "js" | "native");
-  });
+  useNative();
 
   /** Realize `f` lazily: the values, and checks the plan ran `impl`. */
   function run(f: () => L, impl = IMPL): Float32Array {
