@@ -61,33 +61,22 @@ static inline float f16_to_f32_bf(uint16_t h) {
   uint32_t o = (uint32_t)(h & 0x7fff) << 13, e = o & 0x0f800000u;
   uint32_t inf = 0u - (uint32_t)(e == 0x0f800000u), sub = 0u - (uint32_t)(e == 0);
   o += 0x38000000u + (inf & 0x38000000u) + (sub & 0x00800000u);
-  float f, fs;
-  memcpy(&f, &o, 4);
-  fs = f - 6.103515625e-05f;
-  uint32_t sb, x;
-  memcpy(&sb, &fs, 4);
-  x = ((sb & sub) | (o & ~sub)) | ((uint32_t)(h & 0x8000) << 16);
-  memcpy(&f, &x, 4);
-  return f;
+  uint32_t sb = f32_bits(f32_from_bits(o) - 6.103515625e-05f);
+  return f32_from_bits(((sb & sub) | (o & ~sub)) | ((uint32_t)(h & 0x8000) << 16));
 }
 
 static inline uint16_t f32_to_f16_bf(float v) {
-  uint32_t w, b;
-  memcpy(&w, &v, 4);
+  uint32_t w = f32_bits(v);
   uint32_t shl1 = w + w, sign = w & 0x80000000u, bias = shl1 & 0xff000000u;
   if (bias < 0x71000000u) bias = 0x71000000u;
-  float base = (fabsf(v) * 0x1.0p+112f) * 0x1.0p-110f, add;
-  uint32_t ab = (bias >> 1) + 0x07800000u;
-  memcpy(&add, &ab, 4);
-  base = add + base;
-  memcpy(&b, &base, 4);
+  float base = (fabsf(v) * 0x1.0p+112f) * 0x1.0p-110f;
+  uint32_t b = f32_bits(f32_from_bits((bias >> 1) + 0x07800000u) + base);
   uint32_t nonsign = ((b >> 13) & 0x7c00u) + (b & 0x0fffu);
   return (uint16_t)((sign >> 16) | (shl1 > 0xff000000u ? 0x7e00u : nonsign));
 }
 
 static inline uint16_t f32_to_bf16_bf(float v) {
-  uint32_t x;
-  memcpy(&x, &v, 4);
+  uint32_t x = f32_bits(v);
   uint32_t nan = ((x >> 16) | 0x40) & 0xffff, r = ((x + 0x7fff + ((x >> 16) & 1)) >> 16) & 0xffff;
   return (uint16_t)((x & 0x7fffffff) > 0x7f800000 ? nan : r);
 }

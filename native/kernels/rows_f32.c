@@ -117,15 +117,9 @@ static double expf_row(const float *v, float m, float *e, int64_t n) {
     p = fmaf(p, r, 0.5f);
     p = fmaf(p, r, 1.0f);
     p = fmaf(p, r, 1.0f);
-    uint32_t bits; /* t's low bits hold k (two's complement): 2^k = (k + 127) << 23 */
-    memcpy(&bits, &t, 4);
-    bits = (bits + 127u) << 23;
-    float s;
-    memcpy(&s, &bits, 4);
-    float x = p * s;
-    memcpy(&bits, &x, 4);
-    bits &= keep;
-    memcpy(&x, &bits, 4);
+    /* t's low bits hold k (two's complement): 2^k = (k + 127) << 23 */
+    float s = f32_from_bits((f32_bits(t) + 127u) << 23);
+    float x = f32_from_bits(f32_bits(p * s) & keep);
     e[j] = x;
     z += (double)x;
   }

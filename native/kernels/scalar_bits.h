@@ -29,6 +29,18 @@ static inline LOOM_HD int dt_size(int dt) {
   }
 }
 
+/* float32 <-> its bits */
+static inline LOOM_HD uint32_t f32_bits(float v) {
+  uint32_t x;
+  memcpy(&x, &v, 4);
+  return x;
+}
+static inline LOOM_HD float f32_from_bits(uint32_t x) {
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
 static inline LOOM_HD float f16_to_f32(uint16_t h) {
   uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
   if (e == 0) {
@@ -37,14 +49,11 @@ static inline LOOM_HD float f16_to_f32(uint16_t h) {
   }
   if (e == 31) x = s | 0x7f800000u | (m << 13);
   else x = s | ((e + 112) << 23) | (m << 13);
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
+  return f32_from_bits(x);
 }
 
 static inline LOOM_HD uint16_t f32_to_f16(float v) {
-  uint32_t x;
-  memcpy(&x, &v, 4);
+  uint32_t x = f32_bits(v);
   uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
   if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
   int e = (int)exp - 127 + 15;
@@ -65,16 +74,10 @@ static inline LOOM_HD uint16_t f32_to_f16(float v) {
   return (uint16_t)(sign | ((uint32_t)e << 10) | r);
 }
 
-static inline LOOM_HD float bf16_to_f32(uint16_t h) {
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
+static inline LOOM_HD float bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
 
 static inline LOOM_HD uint16_t f32_to_bf16(float v) {
-  uint32_t x;
-  memcpy(&x, &v, 4);
+  uint32_t x = f32_bits(v);
   if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)(((x >> 16) | 0x40) & 0xffff);
   uint32_t lsb = (x >> 16) & 1;
   return (uint16_t)(((x + 0x7fff + lsb) >> 16) & 0xffff);
