@@ -148,6 +148,11 @@ export interface ReduceKw { dim?: DimArg; keepdim?: boolean; dtype?: DType }
 type ReduceArgs = PyArgs<[dim: DimArg, keepdim: boolean], ReduceKw>;
 type DimKw = { dim?: DimArg; keepdim?: boolean };
 type DimArgs = PyArgs<[dim: DimArg, keepdim: boolean], DimKw>;
+/** `(dim, keepdim=false)` bound from `args` as Python binds them (amax, amin, any, all). */
+function bindDimKeepdim(op: string, args: DimArgs): [DimArg, boolean] {
+  const a = bindArgs(op, ["dim", "keepdim"], args);
+  return [a.dim as DimArg, (a.keepdim as boolean) ?? false];
+}
 const dtypeOpt = (d: unknown): { dtype: DType } | undefined => (d ? { dtype: d as DType } : undefined);
 
 /** Sum over `dim` (all dims when omitted) (torch.sum(input, dim, keepdim=False, *, dtype=None)). */
@@ -162,21 +167,17 @@ export function mean<S extends TensorOps<S>>(input: S, ...args: ReduceArgs): S {
 }
 /** Maximum over `dim`, all dims when omitted (torch.amax). */
 export function amax<S extends TensorOps<S>>(input: S, ...args: DimArgs): S {
-  const a = bindArgs("amax", ["dim", "keepdim"], args);
-  return input.amax(a.dim as DimArg, (a.keepdim as boolean) ?? false);
+  return input.amax(...bindDimKeepdim("amax", args));
 }
 export function amin<S extends TensorOps<S>>(input: S, ...args: DimArgs): S {
-  const a = bindArgs("amin", ["dim", "keepdim"], args);
-  return input.amin(a.dim as DimArg, (a.keepdim as boolean) ?? false);
+  return input.amin(...bindDimKeepdim("amin", args));
 }
 /** True where any element over `dim` is non-zero (torch.any). */
 export function any<S extends TensorOps<S>>(input: S, ...args: DimArgs): S {
-  const a = bindArgs("any", ["dim", "keepdim"], args);
-  return input.any(a.dim as DimArg, (a.keepdim as boolean) ?? false);
+  return input.any(...bindDimKeepdim("any", args));
 }
 export function all<S extends TensorOps<S>>(input: S, ...args: DimArgs): S {
-  const a = bindArgs("all", ["dim", "keepdim"], args);
-  return input.all(a.dim as DimArg, (a.keepdim as boolean) ?? false);
+  return input.all(...bindDimKeepdim("all", args));
 }
 /** log(sum(exp(input))) over `dim` (torch.logsumexp(input, dim, keepdim=False)). */
 export function logsumexp<S extends TensorOps<S>>(input: S, ...args: PyArgs<[dim: DimArg, keepdim: boolean], DimKw>): S {
