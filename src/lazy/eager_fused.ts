@@ -48,9 +48,10 @@ function layoutKey(inputs: readonly TensorData[]): string {
 /**
  * The application's result computed now by the best runnable implementation of `op` on
  * `device`, or null when none applies (the caller then runs the decomposition op by op).
- * `key` names `attrs` (with op and layouts it keys the cached choice).
+ * `key` names the attributes (with op and layouts it keys the cached choice); `attrs` builds them,
+ * called only when the choice is not cached yet.
  */
-export function runFused(device: string, op: OpDef, inputs: readonly TensorData[], attrs: unknown, key: string, shape: readonly number[], dtype: DType): TensorData | null {
+export function runFused(device: string, op: OpDef, inputs: readonly TensorData[], attrs: () => unknown, key: string, shape: readonly number[], dtype: DType): TensorData | null {
   const opts = compilerOptions();
   if (!opts.patterns) return null;
   if (cacheOptions !== opts || cache.size > MAX_CACHED) {
@@ -64,7 +65,7 @@ export function runFused(device: string, op: OpDef, inputs: readonly TensorData[
   if (run === undefined) {
     run = null;
     if (backend.implementations) {
-      const a: Application = { op, inputs, attrs, shape, dtype };
+      const a: Application = { op, inputs, attrs: attrs(), shape, dtype };
       const impl = candidates(backend, a, opts.tolerance).find((i) => i.runner);
       if (impl) run = impl.runner!(a);
     }
@@ -80,10 +81,10 @@ export function runFused(device: string, op: OpDef, inputs: readonly TensorData[
  */
 export function fusedSoftmax(device: string, x: TensorData, dim: number): TensorData | null {
   if (!patternDtype(x.dtype) || x.shape.length === 0) return null;
-  const attrs: FusedSoftmaxAttrs = {
+  const attrs = (): FusedSoftmaxAttrs => ({
     dim,
     prologue: { shape: x.shape, code: [{ k: "load", input: 0, strides: x.strides, offset: 0, dtype: x.dtype }], out: 0 },
-  };
+  });
   return runFused(device, FUSED_OPS.fused_softmax, [x], attrs, `${dim}`, x.shape, x.dtype);
 }
 
@@ -97,10 +98,12 @@ export function fusedSoftmax(device: string, x: TensorData, dim: number): Tensor
  */
 export function fusedNorm(device: string, kind: "rms_norm" | "layer_norm", x: TensorData, dims: number, n: number, w: TensorData | null, b: TensorData | null, eps: number): TensorData | null {
   if (!patternDtype(x.dtype) || dims < 1 || numel(x.shape) === 0) return null;
-  const c = (v: number) => scalarData(promoteWithScalar(x.dtype, v), v);
-  const cn = c(n);
-  const ins = [x, ...(kind === "rms_norm" ? [cn] : [cn, cn, cn]), c(eps), ...(w ? [w] : []), ...(b ? [b] : [])];
-  const attrs: NormAttrs = { dims, has_weight: w !== null, has_bias: b !== null };
+  const cn = scalarData(promoteWithScalar(x.dtype, n), n);
+  const ins = kind === "rms_norm" ? [x, cn] : [x, cn, cn, cn];
+  ins.push(scalarData(promoteWithScalar(x.dtype, eps), eps));
+  if (w) ins.push(w);
+  if (b) ins.push(b);
+  const attrs = (): NormAttrs => ({ dims, has_weight: w !== null, has_bias: b !== null });
   const op = kind === "rms_norm" ? FUSED_OPS.fused_rms_norm : FUSED_OPS.fused_layer_norm;
-  return runFused(device, op, ins, attrs, `${dims}${attrs.has_weight ? "w" : ""}${attrs.has_bias ? "b" : ""}`, x.shape, x.dtype);
+  return runFused(device, op, ins, attrs, `${dims}${w ? "w" : ""}${b ? "b" : ""}`, x.shape, x.dtype);
 }
