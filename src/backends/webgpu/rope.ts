@@ -15,15 +15,7 @@ import { storeExpr, WGSL_COMMON } from "./dtype.ts";
 import { collapse, groupsFor, linearIndex, numelOf, padRank, type Ctx, type View } from "./context.ts";
 import { PARAMS_WGSL } from "./queue.ts";
 import { unravel } from "./reduce.ts";
-
-/** Strides of v read as a tensor of `shape` (right-aligned; 0 where v broadcasts). */
-function bstrides(v: View, shape: readonly number[]): number[] {
-  const nd = shape.length;
-  return shape.map((n, d) => {
-    const k = d - (nd - v.shape.length);
-    return k < 0 || (v.shape[k] === 1 && n !== 1) ? 0 : v.strides[k]!;
-  });
-}
+import { broadcastStrides } from "../../tensor/shape.ts";
 
 /**
  * params: [n, D, h, x off, c off, s off, out off, x/c/s last-dim strides, then the collapsed
@@ -33,7 +25,7 @@ export function launchRotaryEmbedding(ctx: Ctx, [x, c, s]: readonly View[], a: R
   const nd = x!.shape.length, D = x!.shape[nd - 1]!, h = D / 2;
   const n = numelOf(out.shape);
   if (n === 0) return;
-  const xs = x!.strides, cs = bstrides(c!, x!.shape), ss = bstrides(s!, x!.shape);
+  const xs = x!.strides, cs = broadcastStrides(c!.shape, c!.strides, x!.shape), ss = broadcastStrides(s!.shape, s!.strides, x!.shape);
   const lead = collapse(x!.shape.slice(0, -1), [xs.slice(0, -1), cs.slice(0, -1), ss.slice(0, -1)]);
   const no = padRank(lead.shape, lead.strides);
   const S = 10, XS = S + no, CS = XS + no, SS = CS + no;

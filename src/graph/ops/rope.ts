@@ -19,9 +19,9 @@
  * so backward runs one fused kernel too. When the two halves of sin are equal (HF's
  * `cat(freqs, freqs)`), the adjoint is the rotation by −sin.
  */
-import { isFloating } from "../../tensor/dtype.ts";
-import { decoder, encoder } from "../../tensor/dtype.ts";
+import { decoder, encoder, isFloating } from "../../tensor/dtype.ts";
 import { LoomDtypeError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
+import { broadcastStrides } from "../../tensor/shape.ts";
 import type { TensorData } from "../../tensor/storage.ts";
 import { defineOp, type Diff, type KernelOp, type Meta } from "../op.ts";
 import { roundTo } from "../passes/program.ts";
@@ -110,11 +110,7 @@ function rotaryReference(x: TensorData, c: TensorData, s: TensorData, transposed
   const rx = rd(x), rc = rd(c), rs = rd(s);
   const enc = encoder(out.dtype);
   // operand strides right-aligned to x's dims, 0 where cos/sin broadcast
-  const bst = (t: TensorData) => x.shape.map((n, d) => {
-    const k = d - (nd - t.shape.length);
-    return k < 0 || (t.shape[k] === 1 && n !== 1) ? 0 : t.strides[k]!;
-  });
-  const xs = x.strides, cs = bst(c), ss = bst(s);
+  const xs = x.strides, cs = broadcastStrides(c.shape, c.strides, x.shape), ss = broadcastStrides(s.shape, s.strides, x.shape);
   const rows = D === 0 ? 0 : out.data.length / D;
   const idx = new Array<number>(nd).fill(0);
   for (let r = 0; r < rows; r++) {
