@@ -150,6 +150,24 @@ export interface AvgPoolOptions {
   divisor_override?: number | null;
 }
 
+/** Per output position (row-major over `outs`), the product over dims i of per[i][o_i]: an average's divisor. */
+function windowProducts(per: readonly (readonly number[])[], outs: readonly number[]): number[] {
+  const L = outs.reduce((a, b) => a * b, 1);
+  return Array.from({ length: L }, (_, l) => {
+    let r = l, prod = 1;
+    for (let i = outs.length - 1; i >= 0; i--) {
+      prod *= per[i]![r % outs[i]!]!;
+      r = Math.floor(r / outs[i]!);
+    }
+    return prod;
+  });
+}
+
+/** Window sums [N, C, L] divided by `div` (one per window; a scalar when all are equal). */
+function divideWindows<S extends TensorOps<S>>(x: S, sum: S, div: readonly number[]): S {
+  return div.every((v) => v === div[0]) ? sum.div(div[0]!) : sum.div(x._constant(fromValues(x.dtype, [div.length], div)));
+}
+
 function avgPoolNd<S extends TensorOps<S>>(op: string, n: number, input: S, kernel_size: IntOrTuple, opts: AvgPoolOptions): S {
   const { x, unbatched } = batched(op, input, n);
   const ceil = opts.ceil_mode ?? false, includePad = opts.count_include_pad ?? true;
@@ -163,19 +181,8 @@ function avgPoolNd<S extends TensorOps<S>>(op: string, n: number, input: S, kern
     const end = Math.min(start + pp.k[i]!, I + pp.p[i]!);
     return includePad ? end - start : Math.min(end, I) - Math.max(start, 0);
   }));
-  const L = pp.outs.reduce((a, b) => a * b, 1);
-  const div = Array.from({ length: L }, (_, l) => {
-    let r = l, prod = 1;
-    for (let i = n - 1; i >= 0; i--) {
-      prod *= perDim[i]![r % pp.outs[i]!]!;
-      r = Math.floor(r / pp.outs[i]!);
-    }
-    return override ?? prod;
-  });
-  const sum = windows(x, pp.axes, 0).sum(2); // [N, C, L]
-  const uniform = div.every((v) => v === div[0]);
-  const y = uniform ? sum.div(div[0]!) : sum.div(x._constant(fromValues(x.dtype, [L], div)));
-  return unflat(y, pp.outs, unbatched);
+  const div = override === null ? windowProducts(perDim, pp.outs) : [override];
+  return unflat(divideWindows(x, windows(x, pp.axes, 0).sum(2), div), pp.outs, unbatched);
 }
 
 /**
@@ -235,24 +242,13 @@ function adaptiveAvg<S extends TensorOps<S>>(op: string, n: number, input: S, ou
   const { x, unbatched } = batched(op, input, n);
   const outs = adaptiveOut(op, x, n, output_size);
   const axes = x.shape.slice(2).map((I, i) => adaptiveAxis(I, outs[i]!));
-  const L = outs.reduce((a, b) => a * b, 1);
   // window lengths: the count of valid coordinates per output along each axis
   const len = axes.map((a) => Array.from({ length: a.out }, (_, o) => {
     let c = 0;
     for (let j = 0; j < a.k; j++) if (a.coord[j * a.out + o]! >= 0) c++;
     return c;
   }));
-  const div = Array.from({ length: L }, (_, l) => {
-    let r = l, prod = 1;
-    for (let i = n - 1; i >= 0; i--) {
-      prod *= len[i]![r % outs[i]!]!;
-      r = Math.floor(r / outs[i]!);
-    }
-    return prod;
-  });
-  const sum = windows(x, axes, 0).sum(2);
-  const uniform = div.every((v) => v === div[0]);
-  return unflat(uniform ? sum.div(div[0]!) : sum.div(x._constant(fromValues(x.dtype, [L], div))), outs, unbatched);
+  return unflat(divideWindows(x, windows(x, axes, 0).sum(2), windowProducts(len, outs)), outs, unbatched);
 }
 
 function adaptiveMax<S extends TensorOps<S>>(op: string, n: number, input: S, output_size: number | readonly (number | null)[], withIndices: boolean): S | [S, S] {
