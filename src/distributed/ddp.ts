@@ -70,7 +70,16 @@ class Bucket {
   flat: TypedArray | null = null;
   request: MpiRequest | null = null;
   started = 0;
-  constructor(readonly index: number, readonly dtype: DType, readonly params: Parameter[]) {}
+  constructor(readonly index: number, readonly dtype: DType, readonly params: Parameter[]) {
+    this.clear();
+  }
+
+  /** Forget this step's gradients (none arrived). */
+  clear(): void {
+    this.arrived = 0;
+    this.lazy = this.params.map(() => null);
+    this.got = this.params.map(() => false);
+  }
 }
 
 export class DistributedDataParallel<M extends Module> extends Module {
@@ -123,8 +132,6 @@ export class DistributedDataParallel<M extends Module> extends Module {
         b.offsets.push(b.numel);
         b.numel += p.numel();
       }
-      b.lazy = b.params.map(() => null);
-      b.got = b.params.map(() => false);
       this.buckets.push(b);
       this.bucket_names.push(cur.items.map(([n]) => n));
     };
@@ -176,10 +183,8 @@ export class DistributedDataParallel<M extends Module> extends Module {
 
   private resetStep(): void {
     for (const b of this.buckets) {
-      b.arrived = 0;
-      b.lazy = b.params.map(() => null);
+      b.clear();
       b.request = null;
-      b.got = b.params.map(() => false);
     }
     this.launched = 0;
     this.overlapped = 0;
@@ -246,8 +251,6 @@ export class DistributedDataParallel<M extends Module> extends Module {
     const flat = cat(gs.map((g) => g.reshape([-1])), 0);
     const avg = flat._apply(ops.all_reduce, [], { op: "avg", src: 0, check: false });
     no_grad(() => gs.forEach((g, i) => g.copy_(avg.narrow(0, b.offsets[i]!, numel(g.shape)).reshape([...g.shape]))));
-    b.arrived = 0;
-    b.lazy = b.params.map(() => null);
-    b.got = b.params.map(() => false);
+    b.clear();
   }
 }
