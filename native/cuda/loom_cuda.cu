@@ -153,7 +153,7 @@ typedef struct {
 static slot_t ring[RING];
 static int ring_next;
 
-/** A staging buffer of at least `bytes` (pinned when cudaHostAlloc succeeds), free to overwrite. */
+/** A staging buffer of at least `bytes` (pinned when cudaHostAlloc succeeds), free to overwrite; NULL with the error. */
 static slot_t *stage(size_t bytes) {
   slot_t *s = &ring[ring_next];
   ring_next = (ring_next + 1) % RING;
@@ -166,7 +166,7 @@ static slot_t *stage(size_t bytes) {
     s->pinned = cudaHostAlloc((void **)&s->host, cap, cudaHostAllocDefault) == cudaSuccess;
     if (!s->pinned) s->host = (char *)malloc(cap); /* then the copy is staged by the driver */
     s->cap = s->host ? cap : 0;
-    if (!s->host) return nullptr;
+    if (!s->host) { set_error("out of host memory for staging (%zu bytes)", bytes); return nullptr; }
   }
   return s;
 }
@@ -177,23 +177,27 @@ static void staged(slot_t *s) {
   s->used = 1;
 }
 
+/** Host to device through the staging ring, CHUNK bytes at a time; 0, or -1 with the error (`what` names the copy). */
+static int upload_staged(void *dst, const void *src, size_t n, const char *what) {
+  for (size_t o = 0; o < n; o += CHUNK) {
+    size_t m = n - o < (size_t)CHUNK ? n - o : (size_t)CHUNK;
+    slot_t *s = stage(m);
+    if (!s) return -1;
+    memcpy(s->host, (const char *)src + o, m);
+    if (!cuda_ok(cudaMemcpyAsync((char *)dst + o, s->host, m, cudaMemcpyHostToDevice, stream), what)) return -1;
+    staged(s);
+  }
+  return 0;
+}
+
 /**
  * Copy `bytes` of host memory to device address dst, asynchronously: the host bytes are copied
  * into pinned staging before this returns, so the caller may reuse them at once.
  */
 LC_EXPORT int loom_cuda_upload(double dst, const void *src, double bytes) {
-  size_t n = (size_t)bytes;
   n_uploads++;
   up_bytes += bytes;
-  for (size_t o = 0; o < n; o += CHUNK) {
-    size_t m = n - o < (size_t)CHUNK ? n - o : (size_t)CHUNK;
-    slot_t *s = stage(m);
-    if (!s) { set_error("out of host memory for staging (%zu bytes)", m); return -1; }
-    memcpy(s->host, (const char *)src + o, m);
-    if (!cuda_ok(cudaMemcpyAsync((void *)((uintptr_t)dst + o), s->host, m, cudaMemcpyHostToDevice, stream), "upload")) return -1;
-    staged(s);
-  }
-  return 0;
+  return upload_staged((void *)(uintptr_t)dst, src, (size_t)bytes, "upload");
 }
 
 /** Reported after a synchronization: a device fault (integer results), as the CPU shim words it. */
@@ -221,7 +225,7 @@ LC_EXPORT int loom_cuda_download(void *dst, double src, double bytes) {
   for (size_t o = 0; o < n; o += CHUNK) {
     size_t m = n - o < (size_t)CHUNK ? n - o : (size_t)CHUNK;
     slot_t *s = stage(m);
-    if (!s) { set_error("out of host memory for staging (%zu bytes)", m); return -1; }
+    if (!s) return -1;
     if (!cuda_ok(cudaMemcpyAsync(s->host, (const void *)((uintptr_t)src + o), m, cudaMemcpyDeviceToHost, stream), "download")) return -1;
     if (!cuda_ok(cudaStreamSynchronize(stream), "download")) return -1;
     memcpy((char *)dst + o, s->host, m);
@@ -603,13 +607,7 @@ LC_EXPORT int loom_cuda_submit(const double *prog, double nwords) {
     if (!cuda_ok(cudaMallocAsync((void **)&arena_dev, cap, stream), "arena")) { arena_dev = nullptr; arena_cap = 0; return -2; }
     arena_cap = cap;
   }
-  if (arena.size()) {
-    slot_t *s = stage(arena.size());
-    if (!s) { set_error("out of host memory for staging"); return -2; }
-    memcpy(s->host, arena.data(), arena.size());
-    if (!cuda_ok(cudaMemcpyAsync(arena_dev, s->host, arena.size(), cudaMemcpyHostToDevice, stream), "command upload")) return -2;
-    staged(s);
-  }
+  if (upload_staged(arena_dev, arena.data(), arena.size(), "command upload")) return -2;
   n_submits++;
   for (size_t k = 0; k < ls.size(); k++) {
     op_counts[ls[k].op]++;

@@ -91,7 +91,7 @@ export class DistributedSampler implements Sampler {
     const n = this.n;
     let idx = this.shuffle ? randperm(n, new Generator(this.seed + this.epoch)) : Array.from({ length: n }, (_, i) => i);
     if (!this.drop_last) {
-            // repeat the first indices (the whole list as often as needed) to reach total_size
+      // repeat the first indices (the whole list as often as needed) to reach total_size
       for (let i = 0; idx.length < this.total_size; i++) idx.push(idx[i]!);
     } else idx = idx.slice(0, this.total_size);
     const mine: number[] = [];

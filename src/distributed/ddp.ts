@@ -70,7 +70,16 @@ class Bucket {
   flat: TypedArray | null = null;
   request: MpiRequest | null = null;
   started = 0;
-  constructor(readonly index: number, readonly dtype: DType, readonly params: Parameter[]) {}
+  constructor(readonly index: number, readonly dtype: DType, readonly params: Parameter[]) {
+    this.clear();
+  }
+
+  /** Forget this step's gradients (none arrived). */
+  clear(): void {
+    this.arrived = 0;
+    this.lazy = this.params.map(() => null);
+    this.got = this.params.map(() => false);
+  }
 }
 
 export class DistributedDataParallel<M extends Module> extends Module {
@@ -86,7 +95,8 @@ export class DistributedDataParallel<M extends Module> extends Module {
   private readonly where = new Map<Parameter, [Bucket, number]>();
   private syncThisStep = true;
   private launched = 0;
-  private eagerStep = { t0: 0, overlapped: 0 };
+  /** Buckets of this eager step whose all-reduce completed while backward still ran (reset by resetStep). */
+  private overlapped = 0;
 
   /**
    * @param module - the model (the same architecture on every rank)
@@ -122,8 +132,6 @@ export class DistributedDataParallel<M extends Module> extends Module {
         b.offsets.push(b.numel);
         b.numel += p.numel();
       }
-      b.lazy = b.params.map(() => null);
-      b.got = b.params.map(() => false);
       this.buckets.push(b);
       this.bucket_names.push(cur.items.map(([n]) => n));
     };
@@ -175,12 +183,11 @@ export class DistributedDataParallel<M extends Module> extends Module {
 
   private resetStep(): void {
     for (const b of this.buckets) {
-      b.arrived = 0;
-      b.lazy = b.params.map(() => null);
+      b.clear();
       b.request = null;
-      b.got = b.params.map(() => false);
     }
     this.launched = 0;
+    this.overlapped = 0;
   }
 
   /** The gradient hook: file g (plus an accumulated `.grad`) in its bucket; return the tensor that will hold the average. */
@@ -202,7 +209,6 @@ export class DistributedDataParallel<M extends Module> extends Module {
   }
 
   private fileEager(p: Parameter, b: Bucket, i: number, g: Tensor, prev: Tensor | null): Tensor {
-    if (this.launched === 0 && this.buckets.every((x) => x.arrived === 0)) this.eagerStep = { t0: performance.now(), overlapped: 0 };
     b.flat ??= allocArray(b.dtype, b.numel);
     const off = b.offsets[i]!, n = p.numel();
     const src = prev !== null ? g.add(prev) : g;
@@ -219,7 +225,7 @@ export class DistributedDataParallel<M extends Module> extends Module {
     }
     for (let k = 0; k < this.launched; k++) {
       const r = this.buckets[k]!.request;
-      if (r && !r.done && this.group.mpi.test(r)) this.eagerStep.overlapped++;
+      if (r && !r.done && this.group.mpi.test(r)) this.overlapped++;
     }
     if (this.launched === this.buckets.length) this.finishEager();
     const shape = [...p.shape];
@@ -236,7 +242,7 @@ export class DistributedDataParallel<M extends Module> extends Module {
       bytes += f.byteLength;
     }
     const end = performance.now();
-    this.last_stats = { buckets: this.buckets.length, bytes, overlapped: this.eagerStep.overlapped, wait_ms: end - t, comm_span_ms: end - (this.buckets[0]?.started ?? t) };
+    this.last_stats = { buckets: this.buckets.length, bytes, overlapped: this.overlapped, wait_ms: end - t, comm_span_ms: end - (this.buckets[0]?.started ?? t) };
     this.resetStep();
   }
 
@@ -245,8 +251,6 @@ export class DistributedDataParallel<M extends Module> extends Module {
     const flat = cat(gs.map((g) => g.reshape([-1])), 0);
     const avg = flat._apply(ops.all_reduce, [], { op: "avg", src: 0, check: false });
     no_grad(() => gs.forEach((g, i) => g.copy_(avg.narrow(0, b.offsets[i]!, numel(g.shape)).reshape([...g.shape]))));
-    b.arrived = 0;
-    b.lazy = b.params.map(() => null);
-    b.got = b.params.map(() => false);
+    b.clear();
   }
 }

@@ -71,7 +71,7 @@ export function is_initialized(): boolean {
   return group !== null;
 }
 
-/** Whether the MPI backend can be used here (libmpi loads), with the reason when not. */
+/** Whether the MPI backend can be used here (libmpi loads; loadMpi() gives the reason when not). */
 export function is_mpi_available(): boolean {
   return !("error" in loadMpi());
 }

@@ -50,6 +50,14 @@ function split(what: string, n: number, world: number, name: string): number {
 }
 
 /** Weight [out, in] and bias [out] of a full layer, as eager tensors (copied: the slices own their data). */
+/** An existing layer's weight [out, in] and bias [out], detached. @throws LoomShapeError for other shapes */
+function givenFull(what: string, weight: Tensor, bias: Tensor | null): { weight: Tensor; bias: Tensor | null } {
+  if (weight.ndim !== 2 || (bias && (bias.ndim !== 1 || bias.shape[0] !== weight.shape[0]))) {
+    throw new LoomShapeError(`[${what}] weight ${fmtShape(weight.shape)} and bias ${bias ? fmtShape(bias.shape) : "None"} must be [out, in] and [out]`);
+  }
+  return { weight: weight.detach(), bias: bias?.detach() ?? null };
+}
+
 function fullOf(l: Linear): { weight: Tensor; bias: Tensor | null } {
   return { weight: l.weight.detach(), bias: l.bias ? l.bias.detach() : null };
 }
@@ -91,10 +99,7 @@ export class ColumnParallelLinear extends TensorModule {
    * @throws LoomShapeError when the weight is not [out, in]
    */
   static from_weight(weight: Tensor, bias: Tensor | null, opts: ParallelLinearOptions = {}): ColumnParallelLinear {
-    if (weight.ndim !== 2 || (bias && (bias.ndim !== 1 || bias.shape[0] !== weight.shape[0]))) {
-      throw new LoomShapeError(`[ColumnParallelLinear] weight ${fmtShape(weight.shape)} and bias ${bias ? fmtShape(bias.shape) : "None"} must be [out, in] and [out]`);
-    }
-    return new ColumnParallelLinear(weight.shape[1]!, weight.shape[0]!, { ...opts, _full: { weight: weight.detach(), bias: bias?.detach() ?? null } });
+    return new ColumnParallelLinear(weight.shape[1]!, weight.shape[0]!, { ...opts, _full: givenFull("ColumnParallelLinear", weight, bias) });
   }
 
   /** @param x - [*, in_features] @returns [*, out_features / world], or [*, out_features] with gather_output */
@@ -150,10 +155,7 @@ export class RowParallelLinear extends TensorModule {
 
   /** This rank's part of an existing layer's weight [out, in] and bias [out]. */
   static from_weight(weight: Tensor, bias: Tensor | null, opts: ParallelLinearOptions = {}): RowParallelLinear {
-    if (weight.ndim !== 2 || (bias && (bias.ndim !== 1 || bias.shape[0] !== weight.shape[0]))) {
-      throw new LoomShapeError(`[RowParallelLinear] weight ${fmtShape(weight.shape)} and bias ${bias ? fmtShape(bias.shape) : "None"} must be [out, in] and [out]`);
-    }
-    return new RowParallelLinear(weight.shape[1]!, weight.shape[0]!, { ...opts, _full: { weight: weight.detach(), bias: bias?.detach() ?? null } });
+    return new RowParallelLinear(weight.shape[1]!, weight.shape[0]!, { ...opts, _full: givenFull("RowParallelLinear", weight, bias) });
   }
 
   /** @param x - [*, in_features / world] (input_is_parallel) or [*, in_features] @returns [*, out_features] */

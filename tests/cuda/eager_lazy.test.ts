@@ -51,6 +51,7 @@ describe.if(CUDA)("eager ≈ js reference and lazy ≈ eager on cuda", () => {
         if ((got === null) !== (want === null)) errs.push(`${what} presence`);
         else if (got && want) { const m = mismatch(got, want, TOL.atol, TOL.rtol); if (m) errs.push(`${what} ${m}`); }
       };
+      if (e.values.length !== ref.values.length || l.values.length !== ref.values.length) errs.push(`outputs: ${e.values.length} eager, ${l.values.length} lazy, ${ref.values.length} reference`);
       e.values.forEach((v, i) => {
         const w = ref.values[i]!;
         if (JSON.stringify([v.shape, v.dtype]) !== JSON.stringify([w.shape, w.dtype])) errs.push(`out[${i}] shape/dtype`);

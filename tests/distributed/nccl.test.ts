@@ -6,6 +6,7 @@
 import { expect, test } from "bun:test";
 import * as dist from "../../src/distributed/index.ts";
 import { loadNccl, nccl_smoke } from "../../src/distributed/nccl.ts";
+import { thrown } from "../thrown.ts";
 
 const lib = loadNccl();
 const why = "error" in lib ? lib.error : "";
@@ -20,13 +21,8 @@ test.skipIf(why !== "")(`NCCL all-reduce on one GPU returns its input${why ? ` (
 });
 
 test.skipIf(why === "")("without NCCL or a GPU, init_process_group({ backend: 'nccl' }) throws LoomDistributedError with the reason", () => {
-  let err: Error | null = null;
-  try {
-    dist.init_process_group({ backend: "nccl" });
-  } catch (e) {
-    err = e as Error;
-  }
+  const err = thrown(() => dist.init_process_group({ backend: "nccl" }));
   expect(err).toBeInstanceOf(dist.LoomDistributedError);
-  expect(err!.message).toBe(`[init_process_group] backend nccl: ${why}`);
+  expect(err.message).toBe(`[init_process_group] backend nccl: ${why}`);
   expect(dist.is_initialized()).toBe(false);
 });

@@ -143,11 +143,16 @@ export class CudaBackend implements Backend, Readback {
     }
     this.flush(); // never interleave with a plan being recorded
     const out = this.alloc(dtype, shape);
+    this.runNow(sel, out, inputs);
+    return out;
+  }
+
+  /** Submit `sel`'s one instruction writing `out` at once (the caller flushed the plan being recorded). */
+  private runNow(sel: Extract<Selection, { device: true }>, out: CudaData, inputs: readonly TensorData[]): void {
     const w = this.eager;
     w.reset();
     this.record(w, sel, out, inputs);
     this.submit(w);
-    return out;
   }
 
   /** Append `sel`'s instruction writing `out` to `w` (host operands uploaded now). */
@@ -264,10 +269,7 @@ export class CudaBackend implements Backend, Readback {
       if (!sel.device) throw new LoomValueError(`[cuda] cannot write into a ${dst.dtype} view of shape [${dst.shape.join(", ")}] on the device: ${sel.reason}`);
     }
     this.flush();
-    const w = this.eager;
-    w.reset();
-    this.record(w, sel, dst, [s]);
-    this.submit(w);
+    this.runNow(sel, dst, [s]);
     return true;
   }
 

@@ -17,7 +17,7 @@
  */
 import type { OpDef } from "../../graph/op.ts";
 import type { Program } from "../../graph/passes/program.ts";
-import { isFloating, type DType } from "../../tensor/dtype.ts";
+import { isFloating, isIntegral, type DType } from "../../tensor/dtype.ts";
 import { numel } from "../../tensor/shape.ts";
 import { DTYPE_CODE, encodeAttrs, encodeProgram } from "../native/program.ts";
 
@@ -38,11 +38,6 @@ export type Selection = { readonly device: true; readonly code: number; readonly
 
 const cpu = (reason: string): Selection => ({ device: false, reason });
 
-/** Whether results of this dtype can fault (integers: a division by zero, a non-finite value). */
-function isInt(d: DType): boolean {
-  return !isFloating(d) && d !== "bool";
-}
-
 /** Ops whose integer result from integer or bool operands is always finite and never divides. */
 const SAFE_INT_OPS = new Set(["contiguous", "cast", "neg", "abs", "sign", "relu", "floor", "ceil", "round", "add", "sub", "mul", "maximum", "minimum", "where"]);
 
@@ -51,7 +46,7 @@ const SAFE_INT_OPS = new Set(["contiguous", "cast", "neg", "abs", "sign", "relu"
  * is in SAFE_INT_OPS and no operand is floating (a float operand may be non-finite).
  */
 export function mayFault(op: string, out: DType, operands: readonly DType[]): boolean {
-  if (!isInt(out)) return false;
+  if (!isIntegral(out)) return false; // only integer results fault (a division by zero, a non-finite value)
   return !SAFE_INT_OPS.has(op) || operands.some(isFloating);
 }
 
