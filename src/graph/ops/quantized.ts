@@ -24,6 +24,7 @@
  * The js reference dequantizes in float64, accumulates in float64 and rounds once to float32.
  * Fused kernels (native, webgpu) accumulate in float32; their stated error is QUANT_ERROR_BOUND.
  */
+import { halfToFloat } from "../../tensor/dtype.ts";
 import { allocData, type TensorData } from "../../tensor/storage.ts";
 import { LoomAutogradError, LoomDtypeError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
 import { defineOp, type KernelOp, type Meta } from "../op.ts";
@@ -116,7 +117,7 @@ export function dequantRow(format: QuantFormat, q: TensorData, scales: TensorDat
   const qd = q.data;
   // byte j of row n as 0..255 (int8 data masked; int32 words little endian)
   const byte = q.dtype === "int32" ? (j: number) => (qd[qo + (j >> 2) * c]! >>> ((j & 3) * 8)) & 255 : (j: number) => qd[qo + j * c]! & 255;
-  const half = (j: number) => f16(byte(j) | (byte(j + 1) << 8));
+  const half = (j: number) => halfToFloat(byte(j) | (byte(j + 1) << 8));
   if (format === "q8_0" || format === "q4_0") {
     const bytes = QUANT_FORMATS[format].bytes;
     for (let b = 0; b < K / 32; b++) {
@@ -145,14 +146,6 @@ export function dequantRow(format: QuantFormat, q: TensorData, scales: TensorDat
       w[k] = sc * (v >= 128 ? v - 256 : v);
     }
   }
-}
-
-/** IEEE half bits to a number (exact). */
-export function f16(h: number): number {
-  const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, m = h & 1023;
-  if (e === 0) return s * m * 2 ** -24;
-  if (e === 31) return m ? NaN : s * Infinity;
-  return s * (1 + m / 1024) * 2 ** (e - 15);
 }
 
 /**
