@@ -25,7 +25,7 @@
  * Fused kernels (native, webgpu) accumulate in float32; their stated error is QUANT_ERROR_BOUND.
  */
 import { halfToFloat } from "../../tensor/dtype.ts";
-import { allocData, type TensorData } from "../../tensor/storage.ts";
+import { toFloat64, type TensorData } from "../../tensor/storage.ts";
 import { LoomAutogradError, LoomDtypeError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
 import { defineOp, type KernelOp, type Meta } from "../op.ts";
 
@@ -189,28 +189,20 @@ export const quantized_linear: KernelOp<QuantizedLinearAttrs> = defineOp<Quantiz
     const b = a.has_bias ? ins[ins.length - 1]! : null;
     const f = QUANT_FORMATS[a.format];
     const N = qw.shape[0]!, K = ((qw.shape[1]! * (qw.dtype === "int32" ? 4 : 1)) / f.bytes) * f.block;
-    const kin = a.transposed ? N : K, kout = a.transposed ? K : N;
+    const kout = a.transposed ? K : N;
     const M = out.data.length / Math.max(kout, 1) || 0;
-    // x as M dense rows of kin (out is dense; x may be any view)
-    const xs = allocData("float64", [M, kin]);
-    const idx = new Array<number>(x.shape.length).fill(0);
-    for (let i = 0; i < M * kin; i++) {
-      let off = x.offset;
-      for (let d = 0; d < idx.length; d++) off += idx[d]! * x.strides[d]!;
-      xs.data[i] = x.data[off]!;
-      for (let d = idx.length - 1; d >= 0; d--) { if (++idx[d]! < x.shape[d]!) break; idx[d] = 0; }
-    }
+    const xs = toFloat64(x); // M dense rows of the reduced dim (x may be any view)
     const acc = new Float64Array(M * kout);
     const w = new Float64Array(K);
     for (let n = 0; n < N; n++) {
       dequantRow(a.format, qw, s, n, K, w);
       for (let m = 0; m < M; m++) {
         if (a.transposed) {
-          const g = xs.data[m * N + n]!;
+          const g = xs[m * N + n]!;
           for (let k = 0; k < K; k++) acc[m * K + k] = acc[m * K + k]! + g * w[k]!; // not +=: users' noUncheckedIndexedAccess
         } else {
           let t = 0;
-          for (let k = 0; k < K; k++) t += xs.data[m * K + k]! * w[k]!;
+          for (let k = 0; k < K; k++) t += xs[m * K + k]! * w[k]!;
           acc[m * N + n] = t + (b ? b.data[b.offset + n * b.strides[0]!]! : 0);
         }
       }
