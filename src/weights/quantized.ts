@@ -10,7 +10,7 @@ import { cat, linear as F_linear, stack, where } from "../lazy/functional.ts";
 import { quantized_linear } from "../lazy/quantized_ops.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
-import { contiguousStrides } from "../tensor/shape.ts";
+import { contiguousStrides, shapesEqual } from "../tensor/shape.ts";
 import { LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { WeightNode, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
 import { NF4_CODE, QUANT_FORMATS, type QuantFormat } from "../graph/ops/quantized.ts";
@@ -161,16 +161,15 @@ function check_layout(format: QuantFormat, shape: readonly number[], qweight: Te
   if (K % bs !== 0) throw new LoomShapeError(`[Quantized ${format}] ${name}: in_features K=${K} is not a multiple of the block size ${bs}`);
   const want = packed_shapes(format, N, K);
   const qd = QUANT_FORMATS[format].dtype;
-  const same = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
   if (qweight.dtype !== qd) throw new LoomFormatError(`[Quantized ${format}] ${name}: qweight must be ${qd}, got ${qweight.dtype}`);
-  if (!same(qweight.shape, want.qweight)) throw new LoomFormatError(`[Quantized ${format}] ${name}: qweight must be ${fmtShape(want.qweight)} for weight ${fmtShape(shape)}, got ${fmtShape(qweight.shape)}`);
+  if (!shapesEqual(qweight.shape, want.qweight)) throw new LoomFormatError(`[Quantized ${format}] ${name}: qweight must be ${fmtShape(want.qweight)} for weight ${fmtShape(shape)}, got ${fmtShape(qweight.shape)}`);
   if (want.scales === null) {
     if (scales) throw new LoomFormatError(`[Quantized ${format}] ${name}: takes no separate scales (they sit in the blocks)`);
     return;
   }
   if (!scales) throw new LoomFormatError(`[Quantized ${format}] ${name}: missing scales ${fmtShape(want.scales)}`);
   if (scales.dtype !== "float32") throw new LoomFormatError(`[Quantized ${format}] ${name}: scales must be float32, got ${scales.dtype}`);
-  if (!same(scales.shape, want.scales)) throw new LoomFormatError(`[Quantized ${format}] ${name}: scales must be ${fmtShape(want.scales)} for weight ${fmtShape(shape)}, got ${fmtShape(scales.shape)}`);
+  if (!shapesEqual(scales.shape, want.scales)) throw new LoomFormatError(`[Quantized ${format}] ${name}: scales must be ${fmtShape(want.scales)} for weight ${fmtShape(shape)}, got ${fmtShape(scales.shape)}`);
 }
 
 register_weight_kind("quantized", (spec: WeightSpec) => {
