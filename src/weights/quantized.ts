@@ -10,15 +10,12 @@ import { cat, linear as F_linear, stack, where } from "../lazy/functional.ts";
 import { quantized_linear } from "../lazy/quantized_ops.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
-import { contiguousStrides, shapesEqual } from "../tensor/shape.ts";
+import { shapesEqual } from "../tensor/shape.ts";
 import { LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
-import { WeightNode, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
+import { WeightNode, raw_tensor, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
 import { NF4_CODE, QUANT_FORMATS, type QuantFormat } from "../graph/ops/quantized.ts";
 import { packed_shapes, quantize_array } from "./quantize.ts";
 
-function raw(dtype: "uint8" | "int8" | "float32", shape: readonly number[], data: Uint8Array | Int8Array | Float32Array): Tensor {
-  return new Tensor({ dtype, shape: [...shape], strides: contiguousStrides(shape), offset: 0, data });
-}
 
 const tables = new Map<string, { pow2: Tensor; nf4: Tensor }>();
 /**
@@ -31,7 +28,7 @@ function consts(device: string): { pow2: Tensor; nf4: Tensor } {
     const p = new Float32Array(32);
     for (let e = 0; e < 31; e++) p[e] = 2 ** (Math.max(e, 1) - 25);
     p[31] = Infinity;
-    t = { pow2: raw("float32", [32], p), nf4: raw("float32", [16], Float32Array.from(NF4_CODE)) };
+    t = { pow2: raw_tensor("float32", [32], p), nf4: raw_tensor("float32", [16], Float32Array.from(NF4_CODE)) };
     if (device !== "cpu") t = { pow2: t.pow2.to(device), nf4: t.nf4.to(device) };
     tables.set(device, t);
   }
@@ -90,8 +87,8 @@ export class Quantized extends WeightNode {
     const data = Float32Array.from(e.float().contiguous().dataSync());
     const p = quantize_array(data, e.shape, format, name);
     const s = packed_shapes(format, e.shape[0]!, e.shape[1]!);
-    const q = raw(format === "int8" ? "int8" : "uint8", s.qweight, p.qweight);
-    return new Quantized(format, e.shape, q, p.scales && s.scales ? raw("float32", s.scales, p.scales) : null, name);
+    const q = raw_tensor(QUANT_FORMATS[format].dtype, s.qweight, p.qweight);
+    return new Quantized(format, e.shape, q, p.scales && s.scales ? raw_tensor("float32", s.scales, p.scales) : null, name);
   }
 
   pieces(): Record<string, Tensor> {
