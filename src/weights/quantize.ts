@@ -37,8 +37,8 @@ function roundf(v: number): number {
   return v < 0 ? -Math.floor(-v + 0.5) : Math.floor(v + 0.5);
 }
 
-/** nearbyint under the default rounding mode: half to even (torch's quantize_val). */
-function rint(v: number): number {
+/** nearbyint under the default rounding mode: half to even (torch's quantize_val; Python's round()). */
+export function rint(v: number): number {
   const r = Math.round(v);
   return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }

@@ -18,17 +18,11 @@ import { OPS } from "../graph/registry.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
+import { rint } from "./quantize.ts";
 import { WeightNode, raw_tensor, expect_piece, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
 
 export type SparseFormat = "csr" | "coo";
 export const SPARSE_FORMATS: readonly SparseFormat[] = ["csr", "coo"];
-
-
-/** Python's round(): half to even (torch.nn.utils.prune._compute_nparams_toprune uses it). */
-function roundHalfEven(v: number): number {
-  const f = Math.floor(v), d = v - f;
-  return d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f;
-}
 
 const ints = (t: Tensor): Int32Array => Int32Array.from(t.contiguous().dataSync());
 
@@ -134,7 +128,7 @@ export class Sparse extends WeightNode {
     const e = no_grad(() => (w instanceof Tensor ? w : (w as unknown as { eval(): Tensor }).eval()).detach().float());
     const [N, K] = e.shape as [number, number];
     const v = e.contiguous().dataSync(); // float64 copies of the float32 values
-    const drop = roundHalfEven(sparsity * N * K);
+    const drop = rint(sparsity * N * K); // Python's round(), as torch.nn.utils.prune._compute_nparams_toprune
     // the first `drop` entries in ascending |w| (NaN as the largest), ties by flat index: every
     // |w| below the drop-th smallest magnitude t, then the lowest-index entries equal to t
     const mag = new Float64Array(N * K);
