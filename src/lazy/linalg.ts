@@ -47,9 +47,9 @@ function factor<S extends TensorOps<S>>(op: string, A: S, job: "N" | "S" | "A"):
   const U = allocData(dt, job === "N" ? [0] : [...batch, m, uc]);
   const Vh = allocData(dt, job === "N" ? [0] : [...batch, vr, n]);
   const v = toFloat64(A._data()); // contiguous row-major values of A
-  const Ctor = dt === "float64" ? Float64Array : Float32Array;
   for (let b = 0; b < count; b++) {
-    const a = new Ctor(v.subarray(b * m * n, (b + 1) * m * n));
+    const rows = v.subarray(b * m * n, (b + 1) * m * n);
+    const a = dt === "float64" ? rows : new Float32Array(rows); // gesdd factors a copy: no second one for float64
     for (let i = 0; i < a.length; i++) {
       if (!Number.isFinite(a[i]!)) {
         throw new LoomValueError(`[${op}] the input matrix ${b} of A ${fmtShape(shape)} contains a non-finite value (${a[i]}); the SVD is undefined`);

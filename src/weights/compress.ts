@@ -29,7 +29,7 @@ import { LowRank } from "./lowrank.ts";
 import type { WeightNode } from "./node.ts";
 import { ProductQuantized } from "./product_quantized.ts";
 import { Quantized } from "./quantized.ts";
-import type { QuantFormat } from "./quantize.ts";
+import type { QuantFormat } from "../graph/ops/quantized.ts";
 import { Sparse, type SparseFormat } from "./sparse.ts";
 
 export type CompressMethod = QuantFormat | "lowrank" | "sparse" | "pq";

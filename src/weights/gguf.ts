@@ -19,11 +19,9 @@ import { GGMLQuantizationType, gguf } from "@huggingface/gguf";
 import { closeSync } from "node:fs";
 import { openRegularFile, readAt } from "../io/files.ts";
 import { mmapFile } from "../runtime/files.ts";
-import { Tensor } from "../lazy/tensor.ts";
 import { LoomFormatError } from "../tensor/errors.ts";
-import { contiguousStrides } from "../tensor/shape.ts";
 import { Dense } from "./dense.ts";
-import type { WeightNode } from "./node.ts";
+import { raw_tensor, type WeightNode } from "./node.ts";
 import { Quantized } from "./quantized.ts";
 
 /** The GGML tensor types imported, by their GGUF type id (ggml.h enum ggml_type). */
@@ -153,13 +151,13 @@ export async function load_gguf_bytes(bytes: Uint8Array, path = "<bytes>"): Prom
     if (t.block === 32) {
       if (shape.length !== 2) throw bad(`${t.name} tensors are imported as 2-D weights [N, K], got ${shape.length} dims`);
       const fmt = t.name === "Q8_0" ? "q8_0" : "q4_0";
-      const q = new Tensor({ dtype: "uint8", shape: [shape[0]!, nbytes / shape[0]!], strides: contiguousStrides([shape[0]!, nbytes / shape[0]!]), offset: 0, data: slice });
+      const q = raw_tensor("uint8", [shape[0]!, nbytes / shape[0]!], slice);
       node = new Quantized(fmt, shape, q, null, name);
     } else {
       const aligned = (slice.byteOffset % t.bytes) === 0; // a view needs element alignment; else copy
       const buf = aligned ? slice : slice.slice();
       const data = t.name === "F32" ? new Float32Array(buf.buffer, buf.byteOffset, count) : new Uint16Array(buf.buffer, buf.byteOffset, count);
-      node = new Dense(new Tensor({ dtype: t.name === "F32" ? "float32" : "float16", shape, strides: contiguousStrides(shape), offset: 0, data }));
+      node = new Dense(raw_tensor(t.name === "F32" ? "float32" : "float16", shape, data));
     }
     nodes.set(name, node);
     tensors.push({ name, shape, type: t.name, offset: start, nbytes });

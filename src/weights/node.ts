@@ -23,9 +23,9 @@ import { linear as F_linear } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { lift } from "../nn/execution.ts";
-import { itemsize, type DType } from "../tensor/dtype.ts";
+import { itemsize, type DType, type TypedArray } from "../tensor/dtype.ts";
 import { LoomError, LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
-import { numel } from "../tensor/shape.ts";
+import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { default_weight_cache, tensor_bytes, type WeightCache } from "./cache.ts";
 
 /** JSON values allowed in a node's attrs. */
@@ -309,4 +309,12 @@ export function expect_child(kind: string, spec: WeightSpec, name: string): Weig
   const c = spec.children[name];
   if (!c) throw new LoomFormatError(`[${kind}] missing child node "${name}"`);
   return c;
+}
+
+/**
+ * A contiguous eager cpu tensor that takes `data` as its storage (no copy): the packed pieces the
+ * weight kinds build. `data` must be `dtype`'s storage array (int64: Float64Array) of numel(shape).
+ */
+export function raw_tensor(dtype: DType, shape: readonly number[], data: TypedArray): Tensor {
+  return new Tensor({ dtype, shape: [...shape], strides: contiguousStrides(shape), offset: 0, data });
 }

@@ -21,12 +21,8 @@ import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { Generator } from "../tensor/rng.ts";
 import { LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
-import { contiguousStrides } from "../tensor/shape.ts";
-import { WeightNode, expect_piece, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
+import { WeightNode, raw_tensor, expect_piece, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
 
-function raw(dtype: "uint8" | "int64" | "float32", shape: readonly number[], data: Uint8Array | Float64Array | Float32Array): Tensor {
-  return new Tensor({ dtype, shape: [...shape], strides: contiguousStrides(shape), offset: 0, data });
-}
 
 /** Options of ProductQuantized.fit. */
 export interface PQOptions {
@@ -170,7 +166,7 @@ export class ProductQuantized extends WeightNode {
       cb.set(centroids, j * C * d); // rounded to float32 once
       for (let n = 0; n < N; n++) codes[n * J + j] = assign[n]!;
     }
-    return new ProductQuantized([N, K], raw("float32", [J, C, d], cb), raw("uint8", [N, J], codes), name);
+    return new ProductQuantized([N, K], raw_tensor("float32", [J, C, d], cb), raw_tensor("uint8", [N, J], codes), name);
   }
 
   pieces(): Record<string, Tensor> {
@@ -184,7 +180,7 @@ export class ProductQuantized extends WeightNode {
   /** j·C for each sub-space j, int64 [J]: codes + offsets index the flattened codebooks. */
   private offsets(): Tensor {
     const J = this.codes.shape[1]!, C = this.n_centroids;
-    return (this._offsets ??= raw("int64", [J], Float64Array.from({ length: J }, (_, j) => j * C)));
+    return (this._offsets ??= raw_tensor("int64", [J], Float64Array.from({ length: J }, (_, j) => j * C)));
   }
 
   /** Flat codebook row of every sub-vector, int64 [N·J]. */

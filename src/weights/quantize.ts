@@ -12,27 +12,11 @@
  *
  * All arithmetic is float32 as in the C/CUDA sources (Math.fround after every operation).
  */
+import { QUANT_FORMATS, quantRowBytes, type QuantFormat } from "../graph/ops/quantized.ts";
 import { floatToHalf } from "../tensor/dtype.ts";
 import { LoomShapeError, LoomValueError } from "../tensor/errors.ts";
 
-export type QuantFormat = "q8_0" | "q4_0" | "nf4" | "int8";
-export const QUANT_FORMATS: readonly QuantFormat[] = ["q8_0", "q4_0", "nf4", "int8"];
-
-/** Elements per block along K (int8 is per row: its block is the whole row). */
-export const BLOCK_SIZE: Readonly<Record<Exclude<QuantFormat, "int8">, number>> = { q8_0: 32, q4_0: 32, nf4: 64 };
-/** Bytes per block in the packed row of the GGML formats. */
-export const BLOCK_BYTES = { q8_0: 34, q4_0: 18 } as const;
-
-/**
- * The NF4 code book, bitsandbytes' dDequantizeNF4 / nf4_dequantization_lut (csrc/kernels.cu),
- * as float32: code[q] for q = 0..15.
- */
-export const NF4_CODE: Float32Array = new Float32Array([
-  -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-  -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-  0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-  0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
-]);
+export type { QuantFormat } from "../graph/ops/quantized.ts";
 
 /**
  * The decision thresholds of bitsandbytes' dQuantizeNF4 (csrc/kernels.cu), ascending, as float32:
@@ -53,8 +37,8 @@ function roundf(v: number): number {
   return v < 0 ? -Math.floor(-v + 0.5) : Math.floor(v + 0.5);
 }
 
-/** nearbyint under the default rounding mode: half to even (torch's quantize_val). */
-function rint(v: number): number {
+/** nearbyint under the default rounding mode: half to even (torch's quantize_val; Python's round()). */
+export function rint(v: number): number {
   const r = Math.round(v);
   return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
@@ -81,10 +65,8 @@ export interface Packed {
 export function check_quantizable(w: Float32Array, shape: readonly number[], format: QuantFormat, name: string): void {
   if (shape.length !== 2) throw new LoomShapeError(`[quantize ${format}] ${name}: weight must be 2-D [out, in], got [${shape.join(", ")}]`);
   const K = shape[1]!;
-  if (format !== "int8") {
-    const bs = BLOCK_SIZE[format];
-    if (K % bs !== 0) throw new LoomShapeError(`[quantize ${format}] ${name}: in_features K=${K} is not a multiple of the block size ${bs}`);
-  }
+  const bs = QUANT_FORMATS[format].block;
+  if (K % bs !== 0) throw new LoomShapeError(`[quantize ${format}] ${name}: in_features K=${K} is not a multiple of the block size ${bs}`);
   for (let i = 0; i < w.length; i++) {
     if (!Number.isFinite(w[i]!)) throw new LoomValueError(`[quantize ${format}] ${name}: element [${Math.floor(i / K)}, ${i % K}] is ${w[i]} (only finite weights can be quantized)`);
   }
@@ -190,10 +172,6 @@ function quantize_int8(w: Float32Array, N: number, K: number): Packed {
 
 /** Shapes of a format's pieces for a weight [N, K]. */
 export function packed_shapes(format: QuantFormat, N: number, K: number): { qweight: number[]; scales: number[] | null } {
-  switch (format) {
-    case "q8_0": return { qweight: [N, (K / 32) * 34], scales: null };
-    case "q4_0": return { qweight: [N, (K / 32) * 18], scales: null };
-    case "nf4": return { qweight: [N, K / 2], scales: [(N * K) / 64] };
-    case "int8": return { qweight: [N, K], scales: [N] };
-  }
+  const scales = format === "nf4" ? [(N * K) / 64] : format === "int8" ? [N] : null;
+  return { qweight: [N, quantRowBytes(format, K)], scales };
 }

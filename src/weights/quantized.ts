@@ -10,14 +10,12 @@ import { cat, linear as F_linear, stack, where } from "../lazy/functional.ts";
 import { quantized_linear } from "../lazy/quantized_ops.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
-import { contiguousStrides } from "../tensor/shape.ts";
+import { shapesEqual } from "../tensor/shape.ts";
 import { LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
-import { WeightNode, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
-import { BLOCK_BYTES, NF4_CODE, QUANT_FORMATS, packed_shapes, quantize_array, type QuantFormat } from "./quantize.ts";
+import { WeightNode, raw_tensor, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
+import { NF4_CODE, QUANT_FORMATS, type QuantFormat } from "../graph/ops/quantized.ts";
+import { packed_shapes, quantize_array } from "./quantize.ts";
 
-function raw(dtype: "uint8" | "int8" | "float32", shape: readonly number[], data: Uint8Array | Int8Array | Float32Array): Tensor {
-  return new Tensor({ dtype, shape: [...shape], strides: contiguousStrides(shape), offset: 0, data });
-}
 
 const tables = new Map<string, { pow2: Tensor; nf4: Tensor }>();
 /**
@@ -30,7 +28,7 @@ function consts(device: string): { pow2: Tensor; nf4: Tensor } {
     const p = new Float32Array(32);
     for (let e = 0; e < 31; e++) p[e] = 2 ** (Math.max(e, 1) - 25);
     p[31] = Infinity;
-    t = { pow2: raw("float32", [32], p), nf4: raw("float32", [16], NF4_CODE) };
+    t = { pow2: raw_tensor("float32", [32], p), nf4: raw_tensor("float32", [16], Float32Array.from(NF4_CODE)) };
     if (device !== "cpu") t = { pow2: t.pow2.to(device), nf4: t.nf4.to(device) };
     tables.set(device, t);
   }
@@ -72,7 +70,7 @@ export class Quantized extends WeightNode {
    */
   constructor(format: QuantFormat, shape: readonly number[], qweight: Tensor, scales: Tensor | null = null, name = "weight") {
     super(shape, "float32");
-    if (!QUANT_FORMATS.includes(format)) throw new LoomValueError(`[Quantized] ${name}: unknown format ${JSON.stringify(format)} (expected one of ${QUANT_FORMATS.join(", ")})`);
+    if (!Object.hasOwn(QUANT_FORMATS, format)) throw new LoomValueError(`[Quantized] ${name}: unknown format ${JSON.stringify(format)} (expected one of ${Object.keys(QUANT_FORMATS).join(", ")})`);
     this.format = format;
     check_layout(format, shape, qweight, scales, name);
     this.qweight = qweight;
@@ -89,8 +87,8 @@ export class Quantized extends WeightNode {
     const data = Float32Array.from(e.float().contiguous().dataSync());
     const p = quantize_array(data, e.shape, format, name);
     const s = packed_shapes(format, e.shape[0]!, e.shape[1]!);
-    const q = raw(format === "int8" ? "int8" : "uint8", s.qweight, p.qweight);
-    return new Quantized(format, e.shape, q, p.scales && s.scales ? raw("float32", s.scales, p.scales) : null, name);
+    const q = raw_tensor(QUANT_FORMATS[format].dtype, s.qweight, p.qweight);
+    return new Quantized(format, e.shape, q, p.scales && s.scales ? raw_tensor("float32", s.scales, p.scales) : null, name);
   }
 
   pieces(): Record<string, Tensor> {
@@ -128,7 +126,7 @@ export class Quantized extends WeightNode {
     switch (this.format) {
       case "q8_0":
       case "q4_0": {
-        const nb = K / 32, bb = BLOCK_BYTES[this.format];
+        const nb = K / 32, bb = QUANT_FORMATS[this.format].bytes;
         const blocks = q.reshape([N, nb, bb]);
         const d = half_from_bytes(blocks.narrow(2, 0, 1), blocks.narrow(2, 1, 1), this.piece_as(c.pow2, like)); // [N, nb, 1]
         let vals: S;
@@ -156,26 +154,25 @@ export class Quantized extends WeightNode {
 function check_layout(format: QuantFormat, shape: readonly number[], qweight: Tensor, scales: Tensor | null, name: string): void {
   if (shape.length !== 2) throw new LoomShapeError(`[Quantized ${format}] ${name}: weight must be 2-D [out, in], got ${fmtShape(shape)}`);
   const [N, K] = shape as [number, number];
-  const bs = format === "nf4" ? 64 : format === "int8" ? 1 : 32;
+  const bs = QUANT_FORMATS[format].block;
   if (K % bs !== 0) throw new LoomShapeError(`[Quantized ${format}] ${name}: in_features K=${K} is not a multiple of the block size ${bs}`);
   const want = packed_shapes(format, N, K);
-  const qd = format === "int8" ? "int8" : "uint8";
-  const same = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+  const qd = QUANT_FORMATS[format].dtype;
   if (qweight.dtype !== qd) throw new LoomFormatError(`[Quantized ${format}] ${name}: qweight must be ${qd}, got ${qweight.dtype}`);
-  if (!same(qweight.shape, want.qweight)) throw new LoomFormatError(`[Quantized ${format}] ${name}: qweight must be ${fmtShape(want.qweight)} for weight ${fmtShape(shape)}, got ${fmtShape(qweight.shape)}`);
+  if (!shapesEqual(qweight.shape, want.qweight)) throw new LoomFormatError(`[Quantized ${format}] ${name}: qweight must be ${fmtShape(want.qweight)} for weight ${fmtShape(shape)}, got ${fmtShape(qweight.shape)}`);
   if (want.scales === null) {
     if (scales) throw new LoomFormatError(`[Quantized ${format}] ${name}: takes no separate scales (they sit in the blocks)`);
     return;
   }
   if (!scales) throw new LoomFormatError(`[Quantized ${format}] ${name}: missing scales ${fmtShape(want.scales)}`);
   if (scales.dtype !== "float32") throw new LoomFormatError(`[Quantized ${format}] ${name}: scales must be float32, got ${scales.dtype}`);
-  if (!same(scales.shape, want.scales)) throw new LoomFormatError(`[Quantized ${format}] ${name}: scales must be ${fmtShape(want.scales)} for weight ${fmtShape(shape)}, got ${fmtShape(scales.shape)}`);
+  if (!shapesEqual(scales.shape, want.scales)) throw new LoomFormatError(`[Quantized ${format}] ${name}: scales must be ${fmtShape(want.scales)} for weight ${fmtShape(shape)}, got ${fmtShape(scales.shape)}`);
 }
 
 register_weight_kind("quantized", (spec: WeightSpec) => {
   const format = spec.attrs.format;
-  if (typeof format !== "string" || !(QUANT_FORMATS as readonly string[]).includes(format)) {
-    throw new LoomFormatError(`[quantized] attrs.format must be one of ${QUANT_FORMATS.join(", ")}, got ${JSON.stringify(format)}`);
+  if (typeof format !== "string" || !Object.hasOwn(QUANT_FORMATS, format)) {
+    throw new LoomFormatError(`[quantized] attrs.format must be one of ${Object.keys(QUANT_FORMATS).join(", ")}, got ${JSON.stringify(format)}`);
   }
   if (spec.dtype !== "float32") throw new LoomFormatError(`[quantized] dense dtype must be float32, got ${spec.dtype}`);
   const q = spec.pieces.qweight;

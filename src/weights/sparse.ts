@@ -18,21 +18,11 @@ import { OPS } from "../graph/registry.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { LoomFormatError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
-import { contiguousStrides } from "../tensor/shape.ts";
-import { WeightNode, expect_piece, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
+import { rint } from "./quantize.ts";
+import { WeightNode, raw_tensor, expect_piece, register_weight_kind, type JsonValue, type WeightSpec } from "./node.ts";
 
 export type SparseFormat = "csr" | "coo";
 export const SPARSE_FORMATS: readonly SparseFormat[] = ["csr", "coo"];
-
-function raw(dtype: "int32" | "int64" | "float32", shape: readonly number[], data: Int32Array | Float64Array | Float32Array): Tensor {
-  return new Tensor({ dtype, shape: [...shape], strides: contiguousStrides(shape), offset: 0, data });
-}
-
-/** Python's round(): half to even (torch.nn.utils.prune._compute_nparams_toprune uses it). */
-function roundHalfEven(v: number): number {
-  const f = Math.floor(v), d = v - f;
-  return d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f;
-}
 
 const ints = (t: Tensor): Int32Array => Int32Array.from(t.contiguous().dataSync());
 
@@ -107,7 +97,7 @@ export class Sparse extends WeightNode {
     const crow = new Int32Array(N + 1);
     for (let p = 0; p < nnz; p++) crow[rows[p]! + 1]!++;
     for (let n = 0; n < N; n++) crow[n + 1]! += crow[n]!;
-    this._csr = { crow: this.crow_indices ?? raw("int32", [N + 1], crow), col: this.col_indices ?? raw("int32", [nnz], cols), row: raw("int32", [nnz], rows) };
+    this._csr = { crow: this.crow_indices ?? raw_tensor("int32", [N + 1], crow), col: this.col_indices ?? raw_tensor("int32", [nnz], cols), row: raw_tensor("int32", [nnz], rows) };
   }
 
   /** Number of stored values. */
@@ -138,7 +128,7 @@ export class Sparse extends WeightNode {
     const e = no_grad(() => (w instanceof Tensor ? w : (w as unknown as { eval(): Tensor }).eval()).detach().float());
     const [N, K] = e.shape as [number, number];
     const v = e.contiguous().dataSync(); // float64 copies of the float32 values
-    const drop = roundHalfEven(sparsity * N * K);
+    const drop = rint(sparsity * N * K); // Python's round(), as torch.nn.utils.prune._compute_nparams_toprune
     // the first `drop` entries in ascending |w| (NaN as the largest), ties by flat index: every
     // |w| below the drop-th smallest magnitude t, then the lowest-index entries equal to t
     const mag = new Float64Array(N * K);
@@ -163,12 +153,12 @@ export class Sparse extends WeightNode {
       }
       crow[n + 1] = p;
     }
-    const values = raw("float32", [nnz], vals);
-    if (format === "csr") return new Sparse("csr", [N, K], values, { crow_indices: raw("int32", [N + 1], crow), col_indices: raw("int32", [nnz], cols) }, name);
+    const values = raw_tensor("float32", [nnz], vals);
+    if (format === "csr") return new Sparse("csr", [N, K], values, { crow_indices: raw_tensor("int32", [N + 1], crow), col_indices: raw_tensor("int32", [nnz], cols) }, name);
     const ix = new Int32Array(2 * nnz);
     ix.set(rows, 0);
     ix.set(cols, nnz);
-    return new Sparse(format, [N, K], values, { indices: raw("int32", [2, nnz], ix) }, name);
+    return new Sparse(format, [N, K], values, { indices: raw_tensor("int32", [2, nnz], ix) }, name);
   }
 
   pieces(): Record<string, Tensor> {
@@ -190,7 +180,7 @@ export class Sparse extends WeightNode {
     const [N, K] = this.shape as [number, number];
     const c = this._csr!;
     const flat = this.piece_as(c.row, like).long().mul(K).add(this.piece_as(c.col, like).long()); // [nnz] int64
-    const zeros = this.piece_as(raw("float32", [N * K], new Float32Array(N * K)), like);
+    const zeros = this.piece_as(raw_tensor("float32", [N * K], new Float32Array(N * K)), like);
     return zeros.index_add(0, flat, this.piece_as(this.values, like)).reshape([N, K]);
   }
 

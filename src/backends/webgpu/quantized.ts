@@ -22,8 +22,8 @@ function isDense(v: View): boolean {
   return v.shape.every((s, d) => s === 1 || v.strides[d] === c[d]);
 }
 
-/** v itself when dense, else a dense copy (released by the caller through `temps`). */
-function dense(ctx: Ctx, v: View, temps: View[]): View {
+/** v itself when dense, else a dense copy (released by the caller through `temps`); spmm.ts uses it too. */
+export function dense(ctx: Ctx, v: View, temps: View[]): View {
   if (isDense(v)) return v;
   const t = ctx.temp(v.dtype, v.shape, "quantized_linear");
   launchElementwise(ctx, "contiguous", [{ kind: "buf", view: v }], v.shape, { view: t, dense: true });
@@ -66,14 +66,14 @@ fn wt(n: u32, k: u32) -> f32 {
  */
 export function launchQuantizedLinear(ctx: Ctx, ins: readonly View[], a: QuantizedLinearAttrs, out: View): void {
   const f = QUANT_FORMATS[a.format];
+  const total = numelOf(out.shape);
+  if (total === 0) return; // before any temporary copy, which would not be released
   const temps: View[] = [];
   const x = dense(ctx, ins[0]!, temps), q = dense(ctx, ins[1]!, temps);
   const sc = f.scales ? dense(ctx, ins[2]!, temps) : null;
   const bias = a.has_bias ? dense(ctx, ins[ins.length - 1]!, temps) : null;
   const N = q.shape[0]!, rb = q.shape[1]! * (q.dtype === "int32" ? 4 : 1), K = (rb / f.bytes) * f.block;
   const kin = a.transposed ? N : K, kout = a.transposed ? K : N;
-  const total = numelOf(out.shape);
-  if (total === 0) return;
   const wIndex = a.transposed ? "wt(i, j)" : "wt(j, i)";
   const source = `${PARAMS_WGSL}${WGSL_COMMON}
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;

@@ -6,23 +6,15 @@
  * dispatch's error cell and raised on readback as the reference's LoomIndexError.
  */
 import { LoomIndexError } from "../../tensor/errors.ts";
-import { contiguous, groupsFor, linearIndex, numelOf, type Ctx, type View } from "./context.ts";
-import { launchElementwise } from "./elementwise.ts";
+import { groupsFor, linearIndex, numelOf, type Ctx, type View } from "./context.ts";
+import { dense } from "./quantized.ts";
 import { ERR_WGSL, PARAMS_WGSL } from "./queue.ts";
-
-/** x with unit strides in row-major order (a temporary copy when it is not). */
-function dense(ctx: Ctx, x: View): View {
-  const st = contiguous(x.shape);
-  if (x.strides.every((s, d) => s === st[d] || x.shape[d] === 1)) return x;
-  const t = ctx.temp(x.dtype, x.shape, "spmm");
-  launchElementwise(ctx, "contiguous", [{ kind: "buf", view: x }], x.shape, { view: t, dense: true });
-  return t;
-}
 
 export function launchSpmm(ctx: Ctx, [x0, crow, col, val]: readonly View[], _a: unknown, out: View): void {
   const total = numelOf(out.shape);
   if (total === 0) return;
-  const x = dense(ctx, x0!);
+  const temps: View[] = [];
+  const x = dense(ctx, x0!, temps); // x with unit strides in row-major order
   const K = x.shape[x.shape.length - 1]!, N = crow!.shape[0]! - 1, nnz = col!.shape[0]!;
   const source = `${PARAMS_WGSL}
 @group(0) @binding(1) var<storage, read_write> out: array<${out.t}>;
@@ -54,4 +46,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nw: 
   ]);
   const params = [total, N, K, x.offset, crow!.offset, crow!.strides[0] ?? 1, col!.offset, col!.strides[0] ?? 1, val!.offset, val!.strides[0] ?? 1, 0, cell.word, nnz];
   ctx.q.dispatch({ source, access: ["rw", "r", "r", "r", "r", "rw"] }, params, [out.buf, x.buf, crow!.buf, col!.buf, val!.buf, null], groupsFor(total, 64));
+  for (const t of temps) ctx.q.pool.release(t.buf);
 }

@@ -24,7 +24,8 @@
  * The js reference dequantizes in float64, accumulates in float64 and rounds once to float32.
  * Fused kernels (native, webgpu) accumulate in float32; their stated error is QUANT_ERROR_BOUND.
  */
-import { allocData, type TensorData } from "../../tensor/storage.ts";
+import { halfToFloat } from "../../tensor/dtype.ts";
+import { toFloat64, type TensorData } from "../../tensor/storage.ts";
 import { LoomAutogradError, LoomDtypeError, LoomShapeError, fmtShape } from "../../tensor/errors.ts";
 import { defineOp, type KernelOp, type Meta } from "../op.ts";
 
@@ -116,7 +117,7 @@ export function dequantRow(format: QuantFormat, q: TensorData, scales: TensorDat
   const qd = q.data;
   // byte j of row n as 0..255 (int8 data masked; int32 words little endian)
   const byte = q.dtype === "int32" ? (j: number) => (qd[qo + (j >> 2) * c]! >>> ((j & 3) * 8)) & 255 : (j: number) => qd[qo + j * c]! & 255;
-  const half = (j: number) => f16(byte(j) | (byte(j + 1) << 8));
+  const half = (j: number) => halfToFloat(byte(j) | (byte(j + 1) << 8));
   if (format === "q8_0" || format === "q4_0") {
     const bytes = QUANT_FORMATS[format].bytes;
     for (let b = 0; b < K / 32; b++) {
@@ -145,14 +146,6 @@ export function dequantRow(format: QuantFormat, q: TensorData, scales: TensorDat
       w[k] = sc * (v >= 128 ? v - 256 : v);
     }
   }
-}
-
-/** IEEE half bits to a number (exact). */
-export function f16(h: number): number {
-  const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, m = h & 1023;
-  if (e === 0) return s * m * 2 ** -24;
-  if (e === 31) return m ? NaN : s * Infinity;
-  return s * (1 + m / 1024) * 2 ** (e - 15);
 }
 
 /**
@@ -196,28 +189,20 @@ export const quantized_linear: KernelOp<QuantizedLinearAttrs> = defineOp<Quantiz
     const b = a.has_bias ? ins[ins.length - 1]! : null;
     const f = QUANT_FORMATS[a.format];
     const N = qw.shape[0]!, K = ((qw.shape[1]! * (qw.dtype === "int32" ? 4 : 1)) / f.bytes) * f.block;
-    const kin = a.transposed ? N : K, kout = a.transposed ? K : N;
+    const kout = a.transposed ? K : N;
     const M = out.data.length / Math.max(kout, 1) || 0;
-    // x as M dense rows of kin (out is dense; x may be any view)
-    const xs = allocData("float64", [M, kin]);
-    const idx = new Array<number>(x.shape.length).fill(0);
-    for (let i = 0; i < M * kin; i++) {
-      let off = x.offset;
-      for (let d = 0; d < idx.length; d++) off += idx[d]! * x.strides[d]!;
-      xs.data[i] = x.data[off]!;
-      for (let d = idx.length - 1; d >= 0; d--) { if (++idx[d]! < x.shape[d]!) break; idx[d] = 0; }
-    }
+    const xs = toFloat64(x); // M dense rows of the reduced dim (x may be any view)
     const acc = new Float64Array(M * kout);
     const w = new Float64Array(K);
     for (let n = 0; n < N; n++) {
       dequantRow(a.format, qw, s, n, K, w);
       for (let m = 0; m < M; m++) {
         if (a.transposed) {
-          const g = xs.data[m * N + n]!;
+          const g = xs[m * N + n]!;
           for (let k = 0; k < K; k++) acc[m * K + k] = acc[m * K + k]! + g * w[k]!; // not +=: users' noUncheckedIndexedAccess
         } else {
           let t = 0;
-          for (let k = 0; k < K; k++) t += xs.data[m * K + k]! * w[k]!;
+          for (let k = 0; k < K; k++) t += xs[m * K + k]! * w[k]!;
           acc[m * N + n] = t + (b ? b.data[b.offset + n * b.strides[0]!]! : 0);
         }
       }
