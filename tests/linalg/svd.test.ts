@@ -7,7 +7,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
-import { loadLapack } from "../../src/backends/native/lapack.ts";
+import { describeWithLapack } from "../lapack.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
 import { expectClose, fromArr, readGolden, type Arr } from "../nn/helpers.ts";
 import { thrown } from "../thrown.ts";
@@ -15,9 +15,7 @@ import { thrown } from "../thrown.ts";
 interface Case { A: Arr; U: Arr; S: Arr; Vh: Arr; U_full: Arr; Vh_full: Arr; S64: Arr; nuc: Arr; nuc_grad: Arr }
 const golden = readGolden<Record<string, Case> & { norm_nuc_2d: { A: Arr; value: Arr } }>(new URL("./svd_goldens.json", import.meta.url));
 const NAMES = ["tall", "wide", "square", "rank2", "batched"] as const;
-const lapack = loadLapack();
-if ("error" in lapack) console.warn(`[skip] LAPACK: ${lapack.error}`);
-const maybe = "error" in lapack ? describe.skip : describe;
+const maybe = describeWithLapack("LAPACK");
 
 const vals = (t: loom.Tensor) => Array.from(t.dataSync());
 /** max |x| of a golden array (the scale float32 errors are relative to). */

@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
-import { loadLapack } from "../../src/backends/native/lapack.ts";
+import { describeWithLapack } from "../lapack.ts";
 import { with_execution_mode } from "../../src/nn/execution.ts";
 import { CompressedLinear, LowRank, default_weight_cache, weight_from_json } from "../../src/weights/index.ts";
 import { BACKENDS, useBackend } from "../backends.ts";
@@ -15,9 +15,7 @@ import { thrown } from "../thrown.ts";
 
 interface G { W: Arr; b: Arr; x: Arr; g: Arr; lowrank: Record<string, { W_r: Arr; y: Arr; dx: Arr; rel_error: number }> }
 const golden = readGolden<G>(new URL("./lowrank_sparse_goldens.json", import.meta.url));
-const lapack = loadLapack();
-if ("error" in lapack) console.warn(`[skip] LowRank: ${lapack.error}`);
-const maybe = "error" in lapack ? describe.skip : describe;
+const maybe = describeWithLapack("LowRank");
 const RANKS = ["1", "3", "6"] as const;
 
 maybe.each(BACKENDS)("LowRank on %s", (backend) => {
