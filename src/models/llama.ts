@@ -22,7 +22,7 @@
 import { join } from "node:path";
 import { open_sharded, resolve_pretrained_dir } from "../io/index.ts";
 import { arange, zeros } from "../lazy/creation.ts";
-import { cat, cross_entropy } from "../lazy/functional.ts";
+import { cat } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import { ModuleList } from "../nn/container.ts";
@@ -33,7 +33,7 @@ import { Module, TensorModule } from "../nn/module.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
-import type { CausalLMOutput } from "./gpt2.ts";
+import { causal_lm_loss, type CausalLMOutput } from "./gpt2.ts";
 import { generate, type GenerationConfig } from "./generate.ts";
 import { load_checkpoint, resolve_torch_dtype, save_checkpoint, type FromPretrainedOptions } from "./hf_checkpoint.ts";
 import { StaticCache, finfo_min } from "./kv_cache.ts";
@@ -234,21 +234,7 @@ export class LlamaForCausalLM extends Module {
     const { position_ids, cache_position, attention_mask } = inputs;
     const hidden = this.model.forward(input_ids, { past_key_values, position_ids, cache_position, attention_mask }) as S; // [B, T, C]
     const logits = this.lm_head.forward(hidden) as S; // [B, T, V]
-    const { labels = null, targets = null } = inputs;
-    if (labels && targets) throw new LoomValueError("[LlamaForCausalLM] pass labels (HF, shifted inside) or targets (already shifted), not both");
-    let loss: S | null = null;
-    const [B, T, V] = logits.shape as [number, number, number];
-    const given = labels ?? targets;
-    if (given) {
-      if (given.ndim !== 2 || given.shape[0] !== B || given.shape[1] !== T) {
-        throw new LoomShapeError(`[LlamaForCausalLM] ${labels ? "labels" : "targets"} ${fmtShape(given.shape)} must match input_ids [${B}, ${T}]`);
-      }
-      // HF ForCausalLMLoss: the loss in float32 whatever the logits' dtype
-      const f = logits.dtype === "float64" ? logits : logits.to("float32");
-      loss = labels
-        ? cross_entropy(f.narrow(1, 0, T - 1).reshape([-1, V]), labels.narrow(1, 1, T - 1).reshape([-1])) // position t predicts labels[t+1]
-        : cross_entropy(f.reshape([-1, V]), targets!.reshape([-1]));
-    }
+    const loss = causal_lm_loss("LlamaForCausalLM", logits, inputs.labels ?? null, inputs.targets ?? null);
     return { logits, loss, past_key_values };
   }
 
