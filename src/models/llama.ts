@@ -19,8 +19,7 @@
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py;
  * Touvron et al. 2023, "LLaMA"; Qwen2 / Mistral model cards.
  */
-import { join } from "node:path";
-import { open_sharded, resolve_pretrained_dir } from "../io/index.ts";
+import { resolve_pretrained_dir } from "../io/index.ts";
 import { arange, zeros } from "../lazy/creation.ts";
 import { cat } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
@@ -311,7 +310,7 @@ export class LlamaForCausalLM extends Module {
         on_missing: () => model.init_weights(), // all of them: the loaded ones are replaced after
       });
     } catch (e) {
-      throw with_shard_file(e, dir);
+      throw as_shape_error(e);
     }
     return model.eval();
   }
@@ -329,23 +328,11 @@ export class LlamaForCausalLM extends Module {
 }
 
 /**
- * load_state_dict's "size mismatch for K: ... shape A from checkpoint, ... B" as a LoomShapeError
- * that also names the file holding K (HF's message names the key and both shapes).
+ * load_checkpoint's "size mismatch for K: A in FILE, B in MODEL" (it names the key, both shapes
+ * and the file already) as the LoomShapeError it is; other errors unchanged.
  */
-function with_shard_file(e: unknown, dir: string): unknown {
-  const m = e instanceof LoomValueError ? /size mismatch for ([^:\s]+):/.exec(e.message) : null;
-  if (!m) return e;
-  const key = m[1]!;
-  let file = dir;
-  try {
-    const ckpt = open_sharded(dir);
-    const shard = ckpt.weight_map.get(key) ?? ckpt.weight_map.get(key.replace(/^model\./, ""));
-    if (shard) file = join(dir, shard);
-  } catch {
-    // keep the directory: the checkpoint opened once already, so this does not happen in practice
-  }
-  const detail = (e as Error).message.split("\n").filter((l) => l.includes("size mismatch")).map((l) => l.trim()).join("; ");
-  return new LoomShapeError(`[from_pretrained] ${file}: ${detail}`);
+function as_shape_error(e: unknown): unknown {
+  return e instanceof LoomValueError && e.message.includes("size mismatch for ") ? new LoomShapeError(e.message) : e;
 }
 
 /** Qwen2 (HF Qwen2ForCausalLM): LlamaForCausalLM with config.model_type "qwen2" (q/k/v biases, o_proj without). */
