@@ -122,7 +122,7 @@ export class LlamaModel extends Module {
         const positions = Array.from(cache_position.dataSync());
         cache.check_positions(positions);
         if (new Set(positions).size !== positions.length) throw new LoomValueError(`[LlamaModel] cache_position [${positions.join(", ")}] repeats a slot`);
-        end = Math.max(...positions) + 1;
+        end = positions.reduce((m, p) => Math.max(m, p + 1), 0); // no spread: V8 overflows on a long prefill
       } else {
         // the cache's own positions: bounds-checked now, counted by layer 0's update
         end = cache.get_seq_length() + T;
