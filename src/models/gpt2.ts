@@ -311,6 +311,27 @@ export interface CausalLMOutput<S> {
   past_key_values: StaticCache | null;
 }
 
+/**
+ * The causal-LM loss of HF's ForCausalLMLoss, shared by the decoders: mean cross entropy in
+ * float32 (float64 kept) of `labels` (aligned with input_ids, shifted here: position t predicts
+ * labels[t+1]) or `targets` (already shifted, nanoGPT); -100 is ignored. null when neither is given.
+ * @param logits - float [B, T, V]
+ * @throws LoomValueError when both are given; LoomShapeError unless the one given is [B, T]
+ */
+export function causal_lm_loss<S extends TensorOps<S>>(op: string, logits: S, labels: S | null, targets: S | null): S | null {
+  if (labels && targets) throw new LoomValueError(`[${op}] pass labels (HF, shifted inside) or targets (already shifted), not both`);
+  const given = labels ?? targets;
+  if (!given) return null;
+  const [B, T, V] = logits.shape as [number, number, number];
+  if (given.ndim !== 2 || given.shape[0] !== B || given.shape[1] !== T) {
+    throw new LoomShapeError(`[${op}] ${labels ? "labels" : "targets"} ${fmtShape(given.shape)} must match input_ids [${B}, ${T}]`);
+  }
+  const f = logits.dtype === "float64" ? logits : logits.to("float32"); // HF: logits.float()
+  return labels
+    ? cross_entropy(f.narrow(1, 0, T - 1).reshape([-1, V]), labels.narrow(1, 1, T - 1).reshape([-1])) // positions 0..T-2
+    : cross_entropy(f.reshape([-1, V]), given.reshape([-1]));
+}
+
 export interface CausalLMInputs<S> extends GPT2CacheInputs<S> {
   /**
    * HF semantics: token ids [B, T] aligned with input_ids; the model shifts them (position t
@@ -371,7 +392,7 @@ export class GPT2LMHeadModel extends Module {
   /**
    * @param input_ids - int64/int32 [B, T]
    * @param inputs - optional `labels` (HF, shifted inside) or `targets` (already shifted), int [B, T]
-   * @returns {logits [B, T, vocab_size], loss 0-d or null}
+   * @returns {logits [B, T, vocab_size], loss 0-d float32 (float64 with float64 logits) or null}
    * @throws LoomValueError when both labels and targets are given; LoomShapeError for mismatched shapes
    */
   override forward_lazy<S extends TensorOps<S>>(input_ids: S, inputs: CausalLMInputs<S> = {}): CausalLMOutput<S> {
@@ -379,22 +400,7 @@ export class GPT2LMHeadModel extends Module {
     const { position_ids, cache_position, attention_mask } = inputs;
     const hidden = this.transformer.forward_lazy(input_ids, { past_key_values, position_ids, cache_position, attention_mask }); // [B, T, C]
     const logits = this.lm_head.forward(hidden); // [B, T, V]
-    const { labels = null, targets = null } = inputs;
-    if (labels && targets) throw new LoomValueError("[GPT2LMHeadModel] pass labels (HF, shifted inside) or targets (already shifted), not both");
-    let loss: S | null = null;
-    const [B, T, V] = logits.shape as [number, number, number];
-    if (labels) {
-      if (labels.ndim !== 2 || labels.shape[0] !== B || labels.shape[1] !== T) {
-        throw new LoomShapeError(`[GPT2LMHeadModel] labels ${fmtShape(labels.shape)} must match input_ids [${B}, ${T}]`);
-      }
-      const l = logits.narrow(1, 0, T - 1).reshape([-1, V]); // [B·(T-1), V]: positions 0..T-2
-      loss = cross_entropy(l, labels.narrow(1, 1, T - 1).reshape([-1]));
-    } else if (targets) {
-      if (targets.ndim !== 2 || targets.shape[0] !== B || targets.shape[1] !== T) {
-        throw new LoomShapeError(`[GPT2LMHeadModel] targets ${fmtShape(targets.shape)} must match input_ids [${B}, ${T}]`);
-      }
-      loss = cross_entropy(logits.reshape([-1, V]), targets.reshape([-1]));
-    }
+    const loss = causal_lm_loss("GPT2LMHeadModel", logits, inputs.labels ?? null, inputs.targets ?? null);
     return { logits, loss, past_key_values };
   }
 

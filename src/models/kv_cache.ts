@@ -314,7 +314,7 @@ export class StaticCache {
     if (known) {
       this.check_positions(known);
       // HF get_seq_length counts layer 0's written slots: the same count, kept as a number
-      if (layer_idx === 0) this.advance(Math.max(...known) + 1);
+      if (layer_idx === 0) this.advance(known.reduce((m, p) => Math.max(m, p + 1), 0)); // no spread: V8 overflows on a long prefill
     }
     const positions = pos.isLazy ? null : known;
     if (positions && !key_states.requires_grad && !value_states.requires_grad) {

@@ -19,10 +19,9 @@
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py;
  * Touvron et al. 2023, "LLaMA"; Qwen2 / Mistral model cards.
  */
-import { join } from "node:path";
-import { open_sharded, resolve_pretrained_dir } from "../io/index.ts";
+import { resolve_pretrained_dir } from "../io/index.ts";
 import { arange, zeros } from "../lazy/creation.ts";
-import { cat, cross_entropy } from "../lazy/functional.ts";
+import { cat } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import type { Tensor } from "../lazy/tensor.ts";
 import { ModuleList } from "../nn/container.ts";
@@ -33,7 +32,7 @@ import { Module, TensorModule } from "../nn/module.ts";
 import type { DType } from "../tensor/dtype.ts";
 import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import type { Generator } from "../tensor/rng.ts";
-import type { CausalLMOutput } from "./gpt2.ts";
+import { causal_lm_loss, type CausalLMOutput } from "./gpt2.ts";
 import { generate, type GenerationConfig } from "./generate.ts";
 import { load_checkpoint, resolve_torch_dtype, save_checkpoint, type FromPretrainedOptions } from "./hf_checkpoint.ts";
 import { StaticCache, finfo_min } from "./kv_cache.ts";
@@ -123,7 +122,7 @@ export class LlamaModel extends Module {
         const positions = Array.from(cache_position.dataSync());
         cache.check_positions(positions);
         if (new Set(positions).size !== positions.length) throw new LoomValueError(`[LlamaModel] cache_position [${positions.join(", ")}] repeats a slot`);
-        end = Math.max(...positions) + 1;
+        end = positions.reduce((m, p) => Math.max(m, p + 1), 0); // no spread: V8 overflows on a long prefill
       } else {
         // the cache's own positions: bounds-checked now, counted by layer 0's update
         end = cache.get_seq_length() + T;
@@ -234,21 +233,7 @@ export class LlamaForCausalLM extends Module {
     const { position_ids, cache_position, attention_mask } = inputs;
     const hidden = this.model.forward(input_ids, { past_key_values, position_ids, cache_position, attention_mask }) as S; // [B, T, C]
     const logits = this.lm_head.forward(hidden) as S; // [B, T, V]
-    const { labels = null, targets = null } = inputs;
-    if (labels && targets) throw new LoomValueError("[LlamaForCausalLM] pass labels (HF, shifted inside) or targets (already shifted), not both");
-    let loss: S | null = null;
-    const [B, T, V] = logits.shape as [number, number, number];
-    const given = labels ?? targets;
-    if (given) {
-      if (given.ndim !== 2 || given.shape[0] !== B || given.shape[1] !== T) {
-        throw new LoomShapeError(`[LlamaForCausalLM] ${labels ? "labels" : "targets"} ${fmtShape(given.shape)} must match input_ids [${B}, ${T}]`);
-      }
-      // HF ForCausalLMLoss: the loss in float32 whatever the logits' dtype
-      const f = logits.dtype === "float64" ? logits : logits.to("float32");
-      loss = labels
-        ? cross_entropy(f.narrow(1, 0, T - 1).reshape([-1, V]), labels.narrow(1, 1, T - 1).reshape([-1])) // position t predicts labels[t+1]
-        : cross_entropy(f.reshape([-1, V]), targets!.reshape([-1]));
-    }
+    const loss = causal_lm_loss("LlamaForCausalLM", logits, inputs.labels ?? null, inputs.targets ?? null);
     return { logits, loss, past_key_values };
   }
 
@@ -325,7 +310,7 @@ export class LlamaForCausalLM extends Module {
         on_missing: () => model.init_weights(), // all of them: the loaded ones are replaced after
       });
     } catch (e) {
-      throw with_shard_file(e, dir);
+      throw as_shape_error(e);
     }
     return model.eval();
   }
@@ -343,23 +328,11 @@ export class LlamaForCausalLM extends Module {
 }
 
 /**
- * load_state_dict's "size mismatch for K: ... shape A from checkpoint, ... B" as a LoomShapeError
- * that also names the file holding K (HF's message names the key and both shapes).
+ * load_checkpoint's "size mismatch for K: A in FILE, B in MODEL" (it names the key, both shapes
+ * and the file already) as the LoomShapeError it is; other errors unchanged.
  */
-function with_shard_file(e: unknown, dir: string): unknown {
-  const m = e instanceof LoomValueError ? /size mismatch for ([^:\s]+):/.exec(e.message) : null;
-  if (!m) return e;
-  const key = m[1]!;
-  let file = dir;
-  try {
-    const ckpt = open_sharded(dir);
-    const shard = ckpt.weight_map.get(key) ?? ckpt.weight_map.get(key.replace(/^model\./, ""));
-    if (shard) file = join(dir, shard);
-  } catch {
-    // keep the directory: the checkpoint opened once already, so this does not happen in practice
-  }
-  const detail = (e as Error).message.split("\n").filter((l) => l.includes("size mismatch")).map((l) => l.trim()).join("; ");
-  return new LoomShapeError(`[from_pretrained] ${file}: ${detail}`);
+function as_shape_error(e: unknown): unknown {
+  return e instanceof LoomValueError && e.message.includes("size mismatch for ") ? new LoomShapeError(e.message) : e;
 }
 
 /** Qwen2 (HF Qwen2ForCausalLM): LlamaForCausalLM with config.model_type "qwen2" (q/k/v biases, o_proj without). */

@@ -11,7 +11,7 @@
  * Removed tokens get `filter_value` (-inf), so softmax gives them probability exactly 0.
  * Source: https://github.com/huggingface/transformers/blob/main/src/transformers/generation/logits_process.py
  */
-import { fromValues } from "../tensor/storage.ts";
+import { fromValues, type TensorData } from "../tensor/storage.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { isFloating } from "../tensor/dtype.ts";
@@ -136,15 +136,22 @@ export class TopPLogitsWarper implements LogitsProcessor {
     const V = scores.shape[1]!;
     const [sorted_logits, sorted_indices] = scores.sort(-1, false); // ascending, [B, V]
     const cumulative_probs = sorted_logits.softmax(-1).cumsum(-1);
-    // the last min_tokens_to_keep (the most likely) are never removed
-    const keep = Math.min(this.min_tokens_to_keep, V);
-    const tail = fromValues("bool", [1, V], Array.from({ length: V }, (_, j) => (j >= V - keep ? 1 : 0)));
-    const sorted_remove = cumulative_probs.le(1 - this.top_p).logical_and(scores._constant(tail).logical_not());
-    const r = sorted_remove.to("int64").sum(-1, true); // [B, 1]: removed count, at most V - keep
+    // the removed ones are a prefix (cum nondecreasing); the last min_tokens_to_keep (the most
+    // likely) are never removed, so the count is capped at V - keep
+    const cap = V - Math.min(this.min_tokens_to_keep, V);
+    const count = cumulative_probs.le(1 - this.top_p).to("int64").sum(-1, true);
+    const r = count.where(count.le(cap), cap); // [B, 1]: removed count
     const value = sorted_logits.gather(1, r), index = sorted_indices.gather(1, r); // first kept token, [B, 1]
-    const vocab = scores._constant(fromValues("int64", [1, V], Array.from({ length: V }, (_, j) => j)));
+    const vocab = scores._constant(this.vocabIndex(V));
     const remove = scores.lt(value).logical_or(scores.eq(value).logical_and(vocab.lt(index))); // [B, V]
     return scores.masked_fill(remove, this.filter_value);
+  }
+
+  private vocab: TensorData | null = null;
+  /** int64 [1, V] holding 0..V-1, made once per vocabulary size (generate calls this per token). */
+  private vocabIndex(V: number): TensorData {
+    if (this.vocab?.shape[1] !== V) this.vocab = fromValues("int64", [1, V], Array.from({ length: V }, (_, j) => j));
+    return this.vocab;
   }
 }
 

@@ -45,8 +45,7 @@ export function vocab_and_merges_from_ranks(ranks: readonly (string | readonly n
   // rank of a token by its byte-level string (the same key space as the vocab)
   const rank = new Map<string, number>();
   text.forEach((t, i) => rank.set(t, i));
-  const vocab: Record<string, number> = {};
-  text.forEach((t, i) => (vocab[t] = i));
+  const vocab: Record<string, number> = Object.fromEntries(rank);
   const merges: [string, string, number, number, number][] = [];
   text.forEach((t, r) => {
     const chars = Array.from(t); // one character per byte

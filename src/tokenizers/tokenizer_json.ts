@@ -69,7 +69,10 @@ export function validate_tokenizer_json(tok: JsonObject, source: string): void {
 export function model_vocab_size(tok: JsonObject): number {
   const vocab = (tok.model as JsonObject).vocab;
   if (Array.isArray(vocab)) return vocab.length;
-  return Math.max(...Object.values(vocab as Record<string, number>)) + 1;
+  // a loop, not Math.max(...ids): V8 (Node, Deno) overflows its stack spreading Qwen2's 151k ids
+  let max = -1;
+  for (const id of Object.values(vocab as Record<string, number>)) if (id > max) max = id;
+  return max + 1;
 }
 
 /** A special token's text from tokenizer_config.json: a string, an AddedToken dict, or null. */
