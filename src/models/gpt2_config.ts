@@ -6,7 +6,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { readCheckpointFile } from "../io/index.ts";
+import { read_config_json } from "./hf_checkpoint.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 
 /** The activations GPT-2 configs name (transformers ACT2FN keys Loom supports). */
@@ -175,17 +175,8 @@ export class GPT2Config implements GPT2ConfigFields {
    * LoomFormatError if it is not a regular file or a symlink resolving outside `dir`
    */
   static from_pretrained(dir: string): GPT2Config {
-    const path = join(dir, CONFIG_NAME);
     // LoomFormatError for a directory, FIFO or escaping symlink (HF cache links into blobs/ are fine)
-    const bytes = readCheckpointFile(dir, CONFIG_NAME, "[GPT2Config.from_pretrained]");
-    if (bytes === null) throw new LoomValueError(`[GPT2Config.from_pretrained] no ${CONFIG_NAME} in ${dir}`);
-    let d: unknown;
-    try {
-      d = JSON.parse(new TextDecoder().decode(bytes));
-    } catch (e) {
-      throw new LoomValueError(`[GPT2Config.from_pretrained] ${path} is not valid JSON: ${(e as Error).message}`);
-    }
-    if (typeof d !== "object" || d === null || Array.isArray(d)) throw new LoomValueError(`[GPT2Config.from_pretrained] ${path} must hold a JSON object`);
-    return GPT2Config.from_dict(d as Record<string, unknown>);
+    const [d] = read_config_json(dir, "[GPT2Config.from_pretrained]");
+    return GPT2Config.from_dict(d);
   }
 }

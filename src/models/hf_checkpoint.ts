@@ -19,7 +19,7 @@
  * "auto"); torch.nn.Module.load_state_dict(assign=True).
  */
 import {
-  SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, type ShardedCheckpoint, open_sharded, resolve_pretrained_dir, save_sharded,
+  SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, type ShardedCheckpoint, open_sharded, readCheckpointFile, resolve_pretrained_dir, save_sharded,
   type TensorLike,
 } from "../io/index.ts";
 import { lstatSync } from "node:fs";
@@ -255,4 +255,23 @@ export function save_checkpoint(model: Module, dir: string, opts: SaveCheckpoint
   for (const [k, t] of Object.entries(model.state_dict())) if (!skip.has(k)) tensors.set(k, tensor_to_io(t));
   save_sharded(tensors, dir, { max_shard_size: opts.max_shard_size });
   return [...tensors.keys()];
+}
+
+/**
+ * `dir/config.json` as an object, and its path.
+ * @throws LoomValueError for a missing file, invalid JSON or a non-object; LoomFormatError for a
+ *   non-regular file or an escaping symlink (Hugging Face cache links into blobs/ are fine)
+ */
+export function read_config_json(dir: string, tag: string): [Record<string, unknown>, string] {
+  const path = join(dir, "config.json");
+  const bytes = readCheckpointFile(dir, "config.json", tag);
+  if (bytes === null) throw new LoomValueError(`${tag} no config.json in ${dir}`);
+  let d: unknown;
+  try {
+    d = JSON.parse(new TextDecoder().decode(bytes));
+  } catch (e) {
+    throw new LoomValueError(`${tag} ${path} is not valid JSON: ${(e as Error).message}`);
+  }
+  if (typeof d !== "object" || d === null || Array.isArray(d)) throw new LoomValueError(`${tag} ${path} must hold a JSON object`);
+  return [d as Record<string, unknown>, path];
 }

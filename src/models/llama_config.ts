@@ -11,8 +11,10 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { readCheckpointFile } from "../io/index.ts";
 import { LoomValueError } from "../tensor/errors.ts";
+import { read_config_json } from "./hf_checkpoint.ts";
+
+export { read_config_json };
 
 /** The `model_type`s this config (and LlamaForCausalLM) covers. */
 export type LlamaModelType = "llama" | "qwen2" | "mistral";
@@ -253,23 +255,4 @@ export class LlamaConfig implements LlamaConfigFields {
     const [d, path] = read_config_json(dir, "[LlamaConfig.from_pretrained]");
     return LlamaConfig.from_dict(d, path);
   }
-}
-
-/**
- * `dir/config.json` as an object, and its path.
- * @throws LoomValueError for a missing file, invalid JSON or a non-object; LoomFormatError for a
- *   non-regular file or an escaping symlink (Hugging Face cache links into blobs/ are fine)
- */
-export function read_config_json(dir: string, tag: string): [Record<string, unknown>, string] {
-  const path = join(dir, "config.json");
-  const bytes = readCheckpointFile(dir, "config.json", tag);
-  if (bytes === null) throw new LoomValueError(`${tag} no config.json in ${dir}`);
-  let d: unknown;
-  try {
-    d = JSON.parse(new TextDecoder().decode(bytes));
-  } catch (e) {
-    throw new LoomValueError(`${tag} ${path} is not valid JSON: ${(e as Error).message}`);
-  }
-  if (typeof d !== "object" || d === null || Array.isArray(d)) throw new LoomValueError(`${tag} ${path} must hold a JSON object`);
-  return [d as Record<string, unknown>, path];
 }
