@@ -144,3 +144,17 @@ export function eval_batches(ids: ArrayLike<number>, block_size: number, batch_s
   const starts = Array.from({ length: windows }, (_, i) => Math.floor((i * span) / windows));
   return Array.from({ length: n }, (_, b) => batch_at(ids, starts.slice(b * batch_size, (b + 1) * batch_size), block_size, device));
 }
+
+/** The fine-tuning corpus by its command-line name: "names" (female first names) or "sotu" (State of the Union, 2000-). */
+export function corpusOf(name: string): TextSplit {
+  if (name === "names") return female_names_split();
+  if (name === "sotu") return sotu_split(2000);
+  throw new Error(`unknown corpus "${name}" (names or sotu)`);
+}
+
+/** max |a - b| over two equal-length arrays (the examples' reload and merge checks). */
+export function maxAbsDiff(a: Float64Array, b: Float64Array): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}

@@ -43,7 +43,7 @@ import { Generator } from "../src/tensor/rng.ts";
 import { AutoTokenizer } from "../src/tokenizers/auto.ts";
 import { gpt2_tokenizer } from "../src/tokenizers/gpt2_bpe.ts";
 import type { PreTrainedTokenizer } from "../src/tokenizers/pretrained_tokenizer.ts";
-import { Batcher, encode_cached, eval_batches, female_names_split, moby_dick_text, sotu_split, tail_split, type TextSplit } from "./data.ts";
+import { Batcher, corpusOf, encode_cached, eval_batches, maxAbsDiff, moby_dick_text, tail_split } from "./data.ts";
 import { write_loss_curve } from "./plot.ts";
 import { evaluate, train } from "./training.ts";
 
@@ -109,20 +109,8 @@ export interface LlamaPipelineResult extends Curves {
   seconds: number;
 }
 
-function corpusOf(name: string): TextSplit {
-  if (name === "names") return female_names_split();
-  if (name === "sotu") return sotu_split(2000);
-  throw new Error(`unknown corpus "${name}" (names or sotu)`);
-}
-
 /** The prompt each corpus is sampled after. */
 const PROMPTS: Record<string, string> = { names: "Mary\n", sotu: "My fellow Americans,", moby: "The whale" };
-
-function maxAbsDiff(a: Float64Array, b: Float64Array): number {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
-}
 
 /**
  * Text sampled after `prompt` with HF's generate: nucleus sampling (top_p 0.9, top_k off) at

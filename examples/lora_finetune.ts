@@ -39,7 +39,7 @@ import { set_execution_mode } from "../src/nn/execution.ts";
 import { barrier, DistributedDataParallel, get_rank, get_world_size, init_process_group, is_initialized } from "../src/distributed/index.ts";
 import { compress } from "../src/weights/compress.ts";
 import { write_loss_curve } from "./plot.ts";
-import { Batcher, eval_batches, female_names_split, sotu_split, type Batch, type TextSplit } from "./data.ts";
+import { Batcher, corpusOf, eval_batches, maxAbsDiff, type Batch } from "./data.ts";
 import { PRETRAIN_DEFAULTS, pretrain } from "./pretrain_char_gpt.ts";
 import { evaluate, sample_text, train } from "./training.ts";
 
@@ -103,18 +103,6 @@ export interface FinetuneResult {
   /** With `quantize`: the saved adapter's validation loss on the float32 base, and the compressed layers' bytes. */
   float_base_val_after?: number;
   quantized_bytes?: { before: number; after: number };
-}
-
-function corpusOf(name: string): TextSplit {
-  if (name === "names") return female_names_split();
-  if (name === "sotu") return sotu_split(2000);
-  throw new Error(`unknown corpus "${name}" (names or sotu)`);
-}
-
-function maxAbsDiff(a: Float64Array, b: Float64Array): number {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
 }
 
 /** Steps 1–4 above. */
