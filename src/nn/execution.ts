@@ -7,8 +7,9 @@
  *   and the outputs come back as pending eager Tensors (lazy/deferred.ts), computed together at
  *   the first read on their device. Eager tensors combined with the lazy values inside (the
  *   module's parameters and buffers used directly, tensors made inside with `arange`, or passed
- *   through `lift`) are lifted once per call (private lifts: no copy-on-write copies when the
- *   optimizer writes them) and receive pending eager `.grad` after backward. A plain `forward`
+ *   through `lift`, or passed to a child module's `call`) are lifted once per call (private
+ *   lifts: no copy-on-write copies when the optimizer writes them) and receive pending eager
+ *   `.grad` after backward. A plain `forward`
  *   therefore sees LazyTensors, which have Tensor's methods (reading a value, `item()`, computes
  *   it).
  * - "eager": the computation runs directly on the eager tensors, op by op.
@@ -131,8 +132,11 @@ function deferTree(out: unknown): unknown {
  *   and the mode is "lazy"
  */
 export function run_forward(fn: (...args: any[]) => unknown, args: unknown[]): unknown {
-  // Already inside a lazy forward, lazy inputs, or eager mode: call straight through.
-  if (scope || mode === "eager" || anyLazy(args)) return fn(...args);
+  // Inside a lazy forward, a child's eager arguments (a tensor made in the parent's forward, e.g.
+  // `this.wpe.call(arange(T))`) are this call's lifts too, so the child records, not runs
+  if (scope) return fn(...args.map((a) => mapTree(a, liftToLazy)));
+  // Lazy inputs, or eager mode: call straight through.
+  if (mode === "eager" || anyLazy(args)) return fn(...args);
   const prev = scope, prevLift = mixed_lift.fn;
   scope = { grad: new Map(), nograd: new Map() };
   // parameters, buffers and tensors made inside forward meet the lazy inputs as this call's lifts

@@ -86,6 +86,19 @@ function run(mode: nn.ExecutionMode, m: MLP, x: Tensor, c: Tensor): { y: Float64
   });
 }
 
+/** Learned positions as GPT-2 adds them: a generic child (nn.Embedding) called on `arange` made in forward. */
+class Positions extends nn.Module {
+  wpe = new nn.Embedding(6, 3);
+  fc = new nn.Linear(3, 2);
+  /** Whether the child's output was a LazyTensor in the last forward. */
+  child_lazy = false;
+  override forward(x: Tensor): Tensor {
+    const p = this.wpe.call(loom.arange(0, x.shape[1]!, 1, { dtype: "int64" })); // [T, 3]
+    this.child_lazy = p.isLazy;
+    return this.fc.call(x.add(p));
+  }
+}
+
 describe.each(BACKENDS)("a module with a plain forward on %s", (backend) => {
   useBackend(backend);
 
@@ -162,6 +175,34 @@ describe.each(BACKENDS)("a module with a plain forward on %s", (backend) => {
     m.register_full_backward_hook((_m, _gi, go) => { got = go[0]!.dataSync(); });
     m.call(x).mul(c).sum().backward();
     close(got!, c.dataSync());
+  });
+
+  test("a generic child called on a tensor made inside a lazy forward records too (no eager kernel), with its gradient", () => {
+    loom.manual_seed(5);
+    const m = new Positions();
+    const x = loom.randn([2, 4, 3]), c = loom.randn([2, 4, 2]);
+    const run_ = (mode: nn.ExecutionMode) => nn.with_execution_mode(mode, () => {
+      m.zero_grad();
+      const r0 = loom.realizeStats.realizes;
+      const y = m.call(x);
+      const during = loom.realizeStats.realizes - r0; // the forward itself realizes nothing
+      y.mul(c).sum().backward();
+      return { y: y.dataSync(), g: m.wpe.weight.grad!.dataSync(), during, child: m.child_lazy };
+    });
+    const eager = run_("eager"), lazy = run_("lazy");
+    expect(eager.child).toBe(false);
+    expect(lazy.child).toBe(true);
+    expect(lazy.during).toBe(0);
+    close(lazy.y, eager.y);
+    // d(Σ y·c)/d wpe[t] = Σ_b c[b,t,:] · W_fc (rows t < 4; rows 4, 5 unused: zero)
+    const C = c.dataSync(), W = m.fc.weight.dataSync(), want: number[] = [];
+    for (let t = 0; t < 6; t++) for (let j = 0; j < 3; j++) {
+      let s = 0;
+      if (t < 4) for (let b = 0; b < 2; b++) for (let o = 0; o < 2; o++) s += C[(b * 4 + t) * 2 + o]! * W[o * 3 + j]!;
+      want.push(s);
+    }
+    close(eager.g, want, 1e-5);
+    close(lazy.g, want, 1e-5);
   });
 
   test("inside Sequential, with LazyTensor inputs, and forward_eager", () => {
