@@ -122,7 +122,7 @@ enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T
   X(quantized_linear, k_quantized_linear) X(rotary_embedding, k_rotary_embedding)
 /* Native-only instructions (no registry op): catalog variants. */
 #define LOOM_NATIVE_OPS(X) X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32) \
-  X(fused_softmax_f32x, k_softmax_f32) \
+  X(fused_softmax_f32x, k_softmax_f32) X(matmul_f32acc, k_matmul_f32acc) \
   X(jit_call, k_jit_call)
 
 #define LOOM_ENUM_EW(n) OP_##n,
@@ -144,6 +144,7 @@ int k_reduce(const loom_instr *I);
 int k_arg(const loom_instr *I);
 int k_cumsum(const loom_instr *I);
 int k_matmul(const loom_instr *I);
+int k_matmul_f32acc(const loom_instr *I);
 int k_lora_linear(const loom_instr *I);
 /** sparse.c: CSR weight × dense input (registry spmm). */
 int k_spmm(const loom_instr *I);

@@ -34,6 +34,21 @@ static mat as_mat(const tdesc *t, int64_t off, int64_t rows, int64_t cols, int64
     }
   }
   char *buf = loom_scratch(slot, (size_t)(rows * cols > 0 ? rows * cols : 1) * es);
+  if (dt == DT_F32 && (t->dt == DT_BF16 || t->dt == DT_F16)) {
+    /* halves widened straight to float32 (exact; the branch-free conversion vectorizes) */
+    const uint16_t *h = (const uint16_t *)t->p;
+    float *f = (float *)buf;
+    for (int64_t i = 0; i < rows; i++) {
+      const uint16_t *r = h + off + i * rs;
+      float *d = f + i * cols;
+      if (t->dt == DT_BF16)
+        for (int64_t j = 0; j < cols; j++) d[j] = bf16_to_f32(r[j * cs]);
+      else
+        for (int64_t j = 0; j < cols; j++) d[j] = f16_to_f32_bf(r[j * cs]);
+    }
+    m.p = buf; m.ld = cols > 1 ? cols : 1;
+    return m;
+  }
   double row[LOOM_BLOCK];
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j += LOOM_BLOCK) {
@@ -53,12 +68,6 @@ static void gemm_dt(int dt, const mat *a, const mat *b, int64_t M, int64_t N, in
   else
     loom_gemm_f64(a->trans, b->trans, M, N, K, alpha, (const double *)a->p, a->ld, (const double *)b->p, b->ld, beta,
                   (double *)c, ldc);
-}
-
-/** Offset of a column block j0 (or row block i0) inside a BLAS operand. */
-static mat shift(mat m, int64_t row0, int64_t col0, int es) {
-  m.p += (m.trans ? row0 + col0 * m.ld : row0 * m.ld + col0) * es;
-  return m;
 }
 
 /*
@@ -91,14 +100,15 @@ static void mm_tasks(void *vc, int64_t t0, int64_t t1) {
       bo += i * C->sb[d];
     }
     int64_t M = C->M, N = C->N, K = C->K;
-    mat A = as_mat(a, ao, M, K, a->st[a->nd - 2], a->st[a->nd - 1], C->dt, SCR_T2);
-    mat B = as_mat(b, bo, K, N, b->st[b->nd - 2], b->st[b->nd - 1], C->dt, SCR_T3);
     int64_t c0 = ch * C->csize, c1 = c0 + C->csize;
     int64_t lim = C->split_n ? N : M;
     if (c1 > lim) c1 = lim;
     int64_t m = C->split_n ? M : c1 - c0, n = C->split_n ? c1 - c0 : N;
-    mat As = C->split_n ? A : shift(A, c0, 0, es);
-    mat Bs = C->split_n ? shift(B, 0, c0, es) : B;
+    /* this block's rows of A (or columns of B) only: an operand that must be packed is packed
+     * block by block, not whole in every task */
+    int64_t ars = a->st[a->nd - 2], acs = a->st[a->nd - 1], brs = b->st[b->nd - 2], bcs = b->st[b->nd - 1];
+    mat As = as_mat(a, ao + (C->split_n ? 0 : c0 * ars), m, K, ars, acs, C->dt, SCR_T2);
+    mat Bs = as_mat(b, bo + (C->split_n ? c0 * bcs : 0), K, n, brs, bcs, C->dt, SCR_T3);
     int64_t coff = bi * M * N + (C->split_n ? c0 : c0 * N);
     if (direct) {
       /* a block of a millisecond or more checks whether its thread was descheduled meanwhile
@@ -108,6 +118,20 @@ static void mm_tasks(void *vc, int64_t t0, int64_t t1) {
       loom_span w = timed ? loom_span_start() : (loom_span){0, 0};
       gemm_dt(C->dt, &As, &Bs, m, n, K, 1, 0, o->p + (o->off + coff) * es, N);
       if (timed) loom_span_check(w);
+    } else if (C->dt == DT_F32) {
+      /* half operands accumulated in float32 (matmul_f32acc): products of halves are exact in
+       * float32, one rounding to the output dtype per element */
+      float *tmp = loom_scratch(SCR_T4, sizeof(float) * (size_t)(m * n > 0 ? m * n : 1));
+      gemm_dt(DT_F32, &As, &Bs, m, n, K, 1, 0, (char *)tmp, n);
+      uint16_t *y = (uint16_t *)o->p + o->off + coff;
+      for (int64_t i = 0; i < m; i++) {
+        const float *r = tmp + i * n;
+        uint16_t *d = y + i * N;
+        if (o->dt == DT_BF16)
+          for (int64_t j = 0; j < n; j++) d[j] = f32_to_bf16_bf(r[j]);
+        else
+          for (int64_t j = 0; j < n; j++) d[j] = f32_to_f16_bf(r[j]);
+      }
     } else {
       double *tmp = loom_scratch(SCR_T4, sizeof(double) * (size_t)(m * n > 0 ? m * n : 1));
       gemm_dt(DT_F64, &As, &Bs, m, n, K, 1, 0, (char *)tmp, n);
@@ -230,9 +254,11 @@ static int gemv_krows(const mm_ctx *C) {
   return 1;
 }
 
-int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o) {
+/** o = a @ b; `f32acc`: half operands and output multiplied in float32 (matmul_f32acc) instead of double. */
+static int matmul_run(const tdesc *a, const tdesc *b, const tdesc *o, int f32acc) {
   mm_ctx C;
   mm_setup(&C, a, b, o, -1);
+  if (f32acc) C.dt = DT_F32;
   if (C.nbatch == 0 || C.M == 0 || C.N == 0) return 0;
   if (gemv_krows(&C)) return 0;
   double flops = 2.0 * C.M * C.N * C.K;
@@ -243,8 +269,25 @@ int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o) {
   return 0;
 }
 
+int matmul_into(const tdesc *a, const tdesc *b, const tdesc *o) { return matmul_run(a, b, o, 0); }
+
 /** a [..., M, K] @ b [..., K, N] -> out [..., M, N] (dense). */
 int k_matmul(const loom_instr *I) { return matmul_into(&I->in[0], &I->in[1], &I->out); }
+
+/**
+ * matmul_f32acc (native-only, catalog implementation native.matmul.f32acc): float16/bfloat16
+ * operands and output, products accumulated by sgemm in float32 and rounded once to the output
+ * dtype, as torch's CPU half matmul (oneDNN) accumulates, instead of the exact kernel's dgemm.
+ * Its error bound is derived in src/backends/native/half_matmul.ts.
+ */
+int k_matmul_f32acc(const loom_instr *I) {
+  int dt = I->out.dt;
+  if ((dt != DT_F16 && dt != DT_BF16) || I->in[0].dt != dt || I->in[1].dt != dt) {
+    loom_set_error("matmul_f32acc: operands and output must share one half dtype");
+    return 1;
+  }
+  return matmul_run(&I->in[0], &I->in[1], &I->out, 1);
+}
 
 /**
  * fused_matmul: attrs = [product dtype, nd, product shape..., epilogue]; inputs [a, b, ...loads].

@@ -24,23 +24,48 @@ export type Contract =
   | { readonly kind: "exact" }
   | { readonly kind: "bound"; readonly atol: number; readonly rtol: number; readonly source: string };
 
-/**
- * A plan's (or the global) tolerance: `"exact"` admits only exact implementations; a bound admits
- * every implementation whose contract is within it (atol and rtol both no larger).
- */
-export type Tolerance = "exact" | { readonly atol: number; readonly rtol: number };
+/** An elementwise error bound: |y − ref| ≤ atol + rtol·|ref|. */
+export interface Bound {
+  readonly atol: number;
+  readonly rtol: number;
+}
 
 /**
- * The default tolerance: torch.testing.assert_close's float32 defaults (rtol 1.3e-6, atol 1e-5),
- * which PyTorch's own CPU kernels (vectorized exp/tanh/erf, reordered sums) are held to.
+ * A plan's (or the global) tolerance: `"exact"` admits only exact implementations; a bound admits
+ * every implementation whose contract is within it (atol and rtol both no larger). `by_dtype`
+ * replaces the bound for applications whose output has that dtype (assert_close's defaults differ
+ * per dtype: a float32 bound cannot be met by any half-precision result but the exact one).
+ */
+export type Tolerance = "exact" | (Bound & { readonly by_dtype?: { readonly [D in DType]?: Bound } });
+
+/**
+ * torch.testing.assert_close's float32 defaults (rtol 1.3e-6, atol 1e-5), which PyTorch's own CPU
+ * kernels (vectorized exp/tanh/erf, reordered sums) are held to.
  */
 export const FLOAT32_TOLERANCE: Tolerance = { atol: 1e-5, rtol: 1.3e-6 };
 
-/** Whether `c` is admitted by tolerance `t`. */
-export function admits(t: Tolerance, c: Contract): boolean {
+/**
+ * The default tolerance: FLOAT32_TOLERANCE, and for float16 / bfloat16 outputs assert_close's
+ * defaults for those dtypes (rtol 1e-3 / 1.6e-2, atol 1e-5), which torch's half kernels (float32
+ * accumulation) meet. float64 keeps the float32 bound: the double kernels' contracts are stated
+ * at float32 grade (jit.ts JIT_CONTRACT), so a float64 bound would only refuse them.
+ */
+export const DEFAULT_TOLERANCE: Tolerance = {
+  ...FLOAT32_TOLERANCE,
+  by_dtype: { float16: { atol: 1e-5, rtol: 1e-3 }, bfloat16: { atol: 1e-5, rtol: 1.6e-2 } },
+};
+
+/** The bound `t` sets for an output of `dtype` (its by_dtype entry, else its own). */
+export function boundFor(t: Exclude<Tolerance, "exact">, dtype?: DType): Bound {
+  return (dtype !== undefined ? t.by_dtype?.[dtype] : undefined) ?? t;
+}
+
+/** Whether `c` is admitted by tolerance `t` for an output of `dtype`. */
+export function admits(t: Tolerance, c: Contract, dtype?: DType): boolean {
   if (c.kind === "exact") return true;
   if (t === "exact") return false;
-  return c.atol <= t.atol && c.rtol <= t.rtol;
+  const b = boundFor(t, dtype);
+  return c.atol <= b.atol && c.rtol <= b.rtol;
 }
 
 /** What an implementation is asked about: one application of an op in a plan. */

@@ -18,7 +18,7 @@ import { Command } from "commander";
 import { Bench } from "tinybench";
 import * as loom from "../index.ts";
 import { nativeBackend } from "../backends/native/backend.ts";
-import { FLOAT32_TOLERANCE, type Tolerance } from "../backends/catalog.ts";
+import { DEFAULT_TOLERANCE, type Tolerance } from "../backends/catalog.ts";
 import { backendFor, set_default_backend } from "../lazy/device.ts";
 import { clear_plan_cache, cachedPlans } from "../scheduler/compile.ts";
 import { kernelDbPath, readRecords } from "../scheduler/kernel_db.ts";
@@ -97,7 +97,7 @@ function opPlans(names: readonly string[], shape: number[]): CompiledPlan[] {
 }
 
 function parseTolerance(s: string | undefined): Tolerance {
-  if (!s || s === "default") return FLOAT32_TOLERANCE;
+  if (!s || s === "default") return DEFAULT_TOLERANCE;
   if (s === "exact") return "exact";
   const [atol, rtol] = s.split(",").map(Number);
   if (!(atol! >= 0 && rtol! >= 0)) throw new loom.LoomValueError(`[loom tune] --tolerance expects exact, default or ATOL,RTOL; got '${s}'`);

@@ -11,7 +11,9 @@
  * (native/kernels/rows_f32.c).
  *
  * The same for rms_norm and layer_norm (functional.ts) with their fused_rms_norm /
- * fused_layer_norm. log_softmax has no fused op: it stays op by op.
+ * fused_layer_norm. log_softmax has no fused op: it stays op by op. And for one primitive whose
+ * implementations differ by tolerance: float16/bfloat16 matmul (`halfMatmul`, any grad mode: the
+ * op is the registry's matmul, so autograd records it as usual).
  *
  * Used only where no gradient is recorded (the fused ops have no gradient rules: they exist only
  * inside compiled plans, after autograd), the compiler's `patterns` option is on, the backend has
@@ -20,7 +22,7 @@
 import type { Application } from "../backends/catalog.ts";
 import type { OpDef } from "../graph/op.ts";
 import { patternDtype, type FusedSoftmaxAttrs, type NormAttrs } from "../graph/passes/fused_ops.ts";
-import { FUSED_OPS } from "../graph/registry.ts";
+import { FUSED_OPS, OPS } from "../graph/registry.ts";
 import { compilerOptions } from "../scheduler/options.ts";
 import { candidates } from "../scheduler/select.ts";
 import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
@@ -52,8 +54,23 @@ function layoutKey(inputs: readonly TensorData[]): string {
  * called only when the choice is not cached yet.
  */
 export function runFused(device: string, op: OpDef, inputs: readonly TensorData[], attrs: () => unknown, key: string, shape: readonly number[], dtype: DType): TensorData | null {
+  if (!compilerOptions().patterns) return null;
+  return runBest(device, op, inputs, attrs, key, shape, dtype);
+}
+
+/**
+ * A float16/bfloat16 product run now by the catalog's best implementation at the global
+ * tolerance, as a plan chooses it: the float32-accumulating product (native/half_matmul.ts) at
+ * the default tolerance, the exact dgemm kernel at "exact". Null where no implementation runs it
+ * (the backend's own kernel then does). `xs`: [a, b]; `shape`/`dtype`: the output's.
+ */
+export function halfMatmul(device: string, xs: readonly TensorData[], shape: readonly number[], dtype: DType): TensorData | null {
+  return runBest(device, OPS.matmul, xs, () => ({}), "", shape, dtype);
+}
+
+/** runFused without the `patterns` switch (for primitive ops, whose choice is only the tolerance's). */
+function runBest(device: string, op: OpDef, inputs: readonly TensorData[], attrs: () => unknown, key: string, shape: readonly number[], dtype: DType): TensorData | null {
   const opts = compilerOptions();
-  if (!opts.patterns) return null;
   if (cacheOptions !== opts || cache.size > MAX_CACHED) {
     cache.clear();
     cacheOptions = opts;

@@ -6,6 +6,7 @@
  */
 import type { OpDef } from "../graph/op.ts";
 import { Node } from "../graph/node.ts";
+import { OPS } from "../graph/registry.ts";
 import type { DType, TypedArray } from "../tensor/dtype.ts";
 import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { viewStrides } from "../tensor/shape.ts";
@@ -14,7 +15,7 @@ import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
-import { fusedNorm, fusedSoftmax } from "./eager_fused.ts";
+import { fusedNorm, fusedSoftmax, halfMatmul } from "./eager_fused.ts";
 import { LazyTensor } from "./lazy_tensor.ts";
 import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./readers.ts";
 import { TensorOps } from "./surface.ts";
@@ -132,6 +133,11 @@ export class Tensor extends TensorOps<Tensor> {
     }
     const xs = new Array<TensorData>(inputs.length);
     for (let i = 0; i < inputs.length; i++) xs[i] = inputs[i]!._d;
+    if (op === OPS.matmul && (dtype === "bfloat16" || dtype === "float16")) {
+      // the implementation a plan would choose at the global tolerance (float32 accumulation by default)
+      const y = halfMatmul(this.device, xs, shape, dtype);
+      if (y) return new Tensor(y, this.device);
+    }
     return new Tensor(backendFor(this.device).run(op, xs, attrs, shape, dtype), this.device);
   }
   _constant(data: TensorData): Tensor {

@@ -2,7 +2,8 @@
  * Compiler settings: which passes run, the memory limit, and debug printing (LOOM_EXPLAIN=1
  * prints every newly compiled plan to stderr).
  */
-import { FLOAT32_TOLERANCE, type Tolerance } from "../backends/catalog.ts";
+import { DEFAULT_TOLERANCE, type Bound, type Tolerance } from "../backends/catalog.ts";
+import { DTYPES } from "../tensor/dtype.ts";
 import { LoomError, LoomValueError } from "../tensor/errors.ts";
 
 /** A plan needs more memory than the limit allows; thrown before any of its kernels runs. */
@@ -27,13 +28,14 @@ export interface CompilerOptions {
   /**
    * Which kernel implementations a plan may use (backends/catalog.ts): `"exact"` only those that
    * give the eager kernels' bits (eager == lazy bit for bit), or an error bound {atol, rtol}
-   * against a float64 reference; the fastest admitted implementation runs. Default: float32
-   * tolerance (torch.testing's rtol 1.3e-6, atol 1e-5).
+   * against a float64 reference (`by_dtype` overriding it per output dtype); the fastest
+   * admitted implementation runs. Default: DEFAULT_TOLERANCE, torch.testing.assert_close's
+   * defaults (float32 rtol 1.3e-6, atol 1e-5; float16 rtol 1e-3; bfloat16 rtol 1.6e-2).
    */
   tolerance: Tolerance;
 }
 
-const DEFAULTS: CompilerOptions = { simplify: true, patterns: true, fuse: true, inplace: true, cache: true, symbolic: true, tolerance: FLOAT32_TOLERANCE };
+const DEFAULTS: CompilerOptions = { simplify: true, patterns: true, fuse: true, inplace: true, cache: true, symbolic: true, tolerance: DEFAULT_TOLERANCE };
 let current: CompilerOptions = { ...DEFAULTS };
 
 /** The current compiler options (a copy). */
@@ -52,11 +54,15 @@ export function set_compiler_options(opts: Partial<CompilerOptions>, reset = fal
     if (!(k in DEFAULTS)) throw new LoomValueError(`[set_compiler_options] unknown option '${k}'; expected one of ${Object.keys(DEFAULTS).join(", ")}`);
   }
   const t = opts.tolerance;
-  if (t !== undefined && t !== "exact" && !(typeof t === "object" && t.atol >= 0 && t.rtol >= 0)) {
-    throw new LoomValueError(`[set_compiler_options] tolerance must be "exact" or {atol, rtol} with both >= 0, got ${JSON.stringify(t)}`);
+  const isBound = (b: unknown): b is Bound => typeof b === "object" && b !== null && (b as Bound).atol >= 0 && (b as Bound).rtol >= 0;
+  if (t !== undefined && t !== "exact" && !(isBound(t) && (t.by_dtype === undefined || Object.entries(t.by_dtype).every(([d, b]) => (DTYPES as readonly string[]).includes(d) && isBound(b))))) {
+    throw new LoomValueError(`[set_compiler_options] tolerance must be "exact" or {atol, rtol} with both >= 0 (and by_dtype: {dtype: {atol, rtol}}), got ${JSON.stringify(t)}`);
   }
   // a copy of the tolerance: the cached options key must not go stale if the caller mutates theirs
-  const own = t !== undefined && t !== "exact" ? { ...opts, tolerance: { atol: t.atol, rtol: t.rtol } } : opts;
+  const copy = (b: Bound): Bound => ({ atol: b.atol, rtol: b.rtol });
+  const own = t !== undefined && t !== "exact"
+    ? { ...opts, tolerance: { ...copy(t), ...(t.by_dtype ? { by_dtype: Object.fromEntries(Object.entries(t.by_dtype).map(([d, b]) => [d, copy(b!)])) } : {}) } }
+    : opts;
   current = { ...(reset ? DEFAULTS : current), ...own };
 }
 
@@ -79,7 +85,7 @@ export function optionsKey(): string {
   const o = current;
   if (keyOf === o) return keyText;
   const t = o.tolerance;
-  keyText = `${+o.simplify}${+o.patterns}${+o.fuse}${+o.inplace}${t === "exact" ? "x" : `${t.atol},${t.rtol}`}`;
+  keyText = `${+o.simplify}${+o.patterns}${+o.fuse}${+o.inplace}${t === "exact" ? "x" : `${t.atol},${t.rtol}${t.by_dtype ? JSON.stringify(t.by_dtype) : ""}`}`;
   keyOf = o;
   return keyText;
 }

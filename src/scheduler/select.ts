@@ -5,7 +5,8 @@
  * candidate (kernel_db.ts), else each implementation's heuristic `rank`.
  */
 import type { Backend, PreparedKernel } from "../backends/backend.ts";
-import { admits, type Application, type Implementation, type Tolerance } from "../backends/catalog.ts";
+import { admits, boundFor, type Application, type Implementation, type Tolerance } from "../backends/catalog.ts";
+import type { DType } from "../tensor/dtype.ts";
 import { lookupTimings, signatureOf, type Measured } from "./kernel_db.ts";
 
 /** Counters: how often each implementation was chosen (tests, explain, `loom tune`). */
@@ -15,10 +16,11 @@ export const selectionStats = { chosen: new Map<string, number>(), fromDatabase:
  * Whether a measured record is within `tol`: every element's error is at most atol (max abs) or
  * at most rtol·|ref| (max rel), either of which implies the elementwise bound atol + rtol·|ref|.
  */
-function measuredWithin(tol: Tolerance, m: Measured): boolean {
+function measuredWithin(tol: Tolerance, m: Measured, dtype: DType): boolean {
   if (!m.within_contract) return false;
   if (tol === "exact") return true; // only exact contracts get here
-  return m.max_abs_err <= tol.atol || m.max_rel_err <= tol.rtol;
+  const b = boundFor(tol, dtype);
+  return m.max_abs_err <= b.atol || m.max_rel_err <= b.rtol;
 }
 
 /**
@@ -27,10 +29,10 @@ function measuredWithin(tol: Tolerance, m: Measured): boolean {
  */
 export function candidates(backend: Backend, a: Application, tol: Tolerance): Implementation[] {
   const all = backend.implementations?.(a.op.name) ?? [];
-  let ok = all.filter((i) => admits(tol, i.contract) && i.applies(a));
+  let ok = all.filter((i) => admits(tol, i.contract, a.dtype) && i.applies(a));
   if (ok.length < 2) return ok;
   const db = lookupTimings(backend.name, signatureOf(a));
-  if (db) ok = ok.filter((i) => i.contract.kind === "exact" || !db.has(i.id) || measuredWithin(tol, db.get(i.id)!));
+  if (db) ok = ok.filter((i) => i.contract.kind === "exact" || !db.has(i.id) || measuredWithin(tol, db.get(i.id)!, a.dtype));
   if (db && ok.every((i) => db.has(i.id))) {
     selectionStats.fromDatabase++;
     return ok.sort((x, y) => db.get(x.id)!.median_ms - db.get(y.id)!.median_ms || x.rank - y.rank);

@@ -5,6 +5,8 @@
  * - rows.ts: float32 row kernels for fused_softmax, fused_rms_norm, fused_layer_norm (bounded)
  * - jit.ts: generated C per fused elementwise/reduce program (`native.fused_elementwise.jit_f32`,
  *   `native.fused_elementwise.jit`, `native.fused_reduce.jit`)
+ * - jit_matmul.ts: products with a generated epilogue (`native.fused_matmul.jit_f32`, `.jit`)
+ * - half_matmul.ts: float16/bfloat16 products accumulated in float32 (`native.matmul.f32acc.*`)
  */
 import { FUSED_OPS, OPS, type FusedOpName, type OpName } from "../../graph/registry.ts";
 import type { Application, Implementation } from "../catalog.ts";
@@ -12,6 +14,7 @@ import type { NativeBackend } from "./backend.ts";
 import { rowImplementations } from "./rows.ts";
 import { jitImplementations } from "./jit.ts";
 import { jitMatmulImplementations } from "./jit_matmul.ts";
+import { halfMatmulImplementations } from "./half_matmul.ts";
 
 /** Rank of the exact kernels: after every bounded implementation that applies. */
 const EXACT_RANK = 100;
@@ -44,5 +47,6 @@ export function nativeCatalog(b: NativeBackend): ReadonlyMap<string, readonly Im
   add(rowImplementations(b));
   add(jitImplementations(b));
   add(jitMatmulImplementations(b));
+  add(halfMatmulImplementations(b));
   return m;
 }
