@@ -31,9 +31,9 @@ import {
 
 /** The `format` of a DataLoader state dict, and its version. */
 const FORMAT = "loom.DataLoader";
+const VERSION = 1;
 /** A batch as made, with a stateful IterableDataset's state after it and whether its stream had ended. */
 type Item<B> = { batch: B; state: StateValue; ended: boolean };
-const VERSION = 1;
 
 export interface DataLoaderOptions<T, B> {
   /** Samples per batch (default 1). */
@@ -239,8 +239,7 @@ export class DataLoader<T = unknown, B = any, D extends Dataset<T> | IterableDat
    * that epoch began, or now when none is in progress), `sampler_state` (now), `dataset_state` (a
    * stateful IterableDataset's state after the last batch handed out), `dataset_exhausted` (the
    * IterableDataset's stream ended before the last batch handed out was made: nothing is left of
-   * the epoch). Take it between batches:
-   * the batch the caller holds counts as consumed.
+   * the epoch). Take it between batches: the batch the caller holds counts as consumed.
    */
   state_dict(): StateDict {
     if (this.resume) return structuredClone(this.resume.sd);
@@ -265,8 +264,7 @@ export class DataLoader<T = unknown, B = any, D extends Dataset<T> | IterableDat
    *   field), or a sampler / dataset state its `load_state_dict` rejects
    */
   load_state_dict(sd: StateDict): void {
-    const what = "DataLoader";
-    for (const [k, v] of this.config()) expectState(what, sd, k, v);
+    for (const [k, v] of this.config()) expectState("DataLoader", sd, k, v);
     const bad = (k: string, want: string) => new LoomValueError(`[DataLoader.load_state_dict] ${k}: expected ${want}, got ${JSON.stringify(sd[k])}`);
     if (typeof sd.iterator_finished !== "boolean") throw bad("iterator_finished", "a boolean");
     if (typeof sd.dataset_exhausted !== "boolean") throw bad("dataset_exhausted", "a boolean");

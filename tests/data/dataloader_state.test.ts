@@ -72,7 +72,9 @@ async function resumed(make: Make, k: number | "end", async: boolean, load = tru
   const a = make();
   const e1 = await epoch(a, async);
   const head = k === "end" ? await epoch(a, async) : await take(a, k, async);
-  const sd = roundTrip(a.state_dict());
+  const state = a.state_dict();
+  expect(JSON.parse(JSON.stringify(state))).toEqual(state); // plain JSON
+  const sd = roundTrip(state);
   const b = make();
   if (load) b.load_state_dict(sd);
   const rest = k === "end" ? [] : await epoch(b, async);
