@@ -299,9 +299,10 @@ export function evaluate(run: Run): { loss: number; accuracy: number } {
 }
 
 /**
- * Save everything a resumed run needs. The training loader's shuffle generator is saved with
- * the global one (dropout's draws): restoring it gives the resumed epoch the same order as the
- * uninterrupted run, and would also work for a checkpoint taken mid-epoch (reseeding per epoch,
+ * Save everything a resumed run needs. The training loader's `state_dict()` (its shuffle
+ * generator's state and how far the epoch went) is saved with the global generator (dropout's
+ * draws): restoring it gives the resumed epoch the same order as the uninterrupted run, and would
+ * also resume exactly from a checkpoint taken mid-epoch (reseeding per epoch,
  * `generator.manual_seed(seed + epoch)`, would not).
  */
 export function save_checkpoint(run: Run, path: string): void {
@@ -311,7 +312,7 @@ export function save_checkpoint(run: Run, path: string): void {
     scheduler: run.scheduler.state_dict(),
     epoch: run.epoch - 1, // the last epoch completed
     rng: loom.get_rng_state(),
-    shuffle_rng: loom.get_rng_state(run.shuffle_gen),
+    train_loader: run.train_loader.state_dict(),
   }, path);
 }
 
@@ -322,7 +323,7 @@ export function load_checkpoint(run: Run, path: string): void {
   run.optimizer.load_state_dict(ckpt.optimizer);
   run.scheduler.load_state_dict(ckpt.scheduler);
   loom.set_rng_state(ckpt.rng);
-  loom.set_rng_state(ckpt.shuffle_rng, run.shuffle_gen);
+  run.train_loader.load_state_dict(ckpt.train_loader); // sets shuffle_gen's state
   run.epoch = ckpt.epoch + 1;
 }
 

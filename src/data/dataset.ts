@@ -9,7 +9,7 @@ import { stack } from "../lazy/functional.ts";
 import { tensor } from "../lazy/creation.ts";
 import { Tensor } from "../lazy/tensor.ts";
 import { LoomIndexError, LoomValueError, fmtShape } from "../tensor/errors.ts";
-import { default_generator, type Generator } from "../tensor/rng.ts";
+import { STATE_BYTES, default_generator, type Generator } from "../tensor/rng.ts";
 
 /** A map-style dataset: samples by index in [0, length). */
 export abstract class Dataset<T = unknown> {
@@ -139,6 +139,55 @@ export interface Sampler extends Iterable<number> {
   readonly length: number;
 }
 
+/** A JSON-able value of a saved state: numbers, strings, booleans, null, arrays and plain objects of them. */
+export type StateValue = number | string | boolean | null | StateValue[] | { [key: string]: StateValue };
+/** A state dict of a sampler, a dataset or a DataLoader (a plain object of StateValues). */
+export type StateDict = { [key: string]: StateValue };
+
+/**
+ * Something whose position can be saved and restored (torchdata's Stateful protocol): a sampler
+ * or an IterableDataset that implements it lets `DataLoader.state_dict` delegate to it.
+ * - A sampler's `state_dict()` is what its NEXT iteration draws from (RandomSampler: the
+ *   generator's state; DistributedSampler: the epoch); `load_state_dict(sd)` makes the next
+ *   iteration yield the same order as the one that followed `state_dict()`.
+ * - An IterableDataset's `state_dict()` says where its stream stands; after
+ *   `load_state_dict(sd)`, a new iterator continues with the sample that would have come next.
+ */
+export interface Stateful {
+  state_dict(): StateDict;
+  load_state_dict(sd: StateDict): void;
+}
+
+/** Whether `x` implements `state_dict` and `load_state_dict`. */
+export function isStateful(x: unknown): x is Stateful {
+  return !!x && typeof (x as Stateful).state_dict === "function" && typeof (x as Stateful).load_state_dict === "function";
+}
+
+/**
+ * Throws LoomValueError naming `what` and `key` unless `sd[key]` equals `expected` (a state dict
+ * made by a differently configured sampler or loader).
+ */
+export function expectState(what: string, sd: StateDict, key: string, expected: StateValue): void {
+  if (!sd || typeof sd !== "object" || Array.isArray(sd)) throw new LoomValueError(`[${what}.load_state_dict] the state dict must be a plain object, got ${Array.isArray(sd) ? "an array" : sd === null ? "null" : typeof sd}`);
+  if (sd[key] !== expected) throw new LoomValueError(`[${what}.load_state_dict] ${key}: the state dict has ${JSON.stringify(sd[key])}, this ${what} has ${JSON.stringify(expected)}`);
+}
+
+/** A generator's state (`Generator.get_state()`, STATE_BYTES bytes) as base64 text, JSON-able. */
+export function generator_state_to_string(g: Generator): string {
+  return Buffer.from(g.get_state()).toString("base64");
+}
+
+/**
+ * Restore `g` from `generator_state_to_string`'s text.
+ * @throws LoomValueError for text that is not base64 or not a generator's state (wrong length)
+ */
+export function generator_state_from_string(what: string, g: Generator, s: StateValue): void {
+  if (typeof s !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(s)) throw new LoomValueError(`[${what}.load_state_dict] generator: expected the generator's state as base64 text, got ${typeof s === "string" ? "other text" : JSON.stringify(s)}`);
+  const bytes = new Uint8Array(Buffer.from(s, "base64"));
+  if (bytes.length !== STATE_BYTES) throw new LoomValueError(`[${what}.load_state_dict] generator: the state has ${bytes.length} bytes, a generator's state has ${STATE_BYTES}`);
+  g.set_state(bytes);
+}
+
 export class SequentialSampler implements Sampler {
   constructor(readonly length: number) {}
   *[Symbol.iterator](): Iterator<number> {
@@ -146,7 +195,11 @@ export class SequentialSampler implements Sampler {
   }
 }
 
-export class RandomSampler implements Sampler {
+/**
+ * A fresh random order every epoch. Stateful: `state_dict()` holds its generator's state (the
+ * default generator when none is given), so a restored sampler draws the same next order.
+ */
+export class RandomSampler implements Sampler, Stateful {
   readonly length: number;
   /**
    * @param n - dataset length
@@ -159,10 +212,30 @@ export class RandomSampler implements Sampler {
     if (!Number.isInteger(this.length) || this.length <= 0) throw new LoomValueError(`[RandomSampler] num_samples should be a positive integer value, but got num_samples=${this.length}`);
     if (!opts.replacement && this.length !== n) throw new LoomValueError(`[RandomSampler] num_samples (${this.length}) other than the dataset length (${n}) needs replacement: true`);
   }
+  private get generator(): Generator {
+    return this.opts.generator ?? default_generator;
+  }
+  /** The epoch's indices, all drawn when the first is asked for (so a state taken before is the whole epoch's). */
   *[Symbol.iterator](): Iterator<number> {
-    const g = this.opts.generator ?? default_generator;
-    if (this.opts.replacement) for (let i = 0; i < this.length; i++) yield g.randint(0, this.n);
+    const g = this.generator;
+    if (this.opts.replacement) yield* Array.from({ length: this.length }, () => g.randint(0, this.n));
     else yield* randperm(this.n, g);
+  }
+  /** {n, replacement, num_samples, generator: the generator's state as base64 (STATE_BYTES bytes)}. */
+  state_dict(): StateDict {
+    return { n: this.n, replacement: !!this.opts.replacement, num_samples: this.length, generator: generator_state_to_string(this.generator) };
+  }
+  /**
+   * Restore the generator's state (the default generator's, when this sampler has none: as
+   * torch.set_rng_state would).
+   * @throws LoomValueError when n, replacement or num_samples differ from this sampler's, or the
+   *   generator state is malformed
+   */
+  load_state_dict(sd: StateDict): void {
+    expectState("RandomSampler", sd, "n", this.n);
+    expectState("RandomSampler", sd, "replacement", !!this.opts.replacement);
+    expectState("RandomSampler", sd, "num_samples", this.length);
+    generator_state_from_string("RandomSampler", this.generator, sd.generator!);
   }
 }
 

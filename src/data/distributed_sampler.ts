@@ -14,7 +14,7 @@
  */
 import { Generator } from "../tensor/rng.ts";
 import { LoomValueError } from "../tensor/errors.ts";
-import { randperm, type Sampler } from "./dataset.ts";
+import { expectState, randperm, type Sampler, type StateDict, type Stateful } from "./dataset.ts";
 
 export interface DistributedSamplerOptions {
   /** Number of processes (default: WORLD_SIZE or OMPI_COMM_WORLD_SIZE, else 1). */
@@ -37,7 +37,7 @@ function envInt(...names: string[]): number | undefined {
   return undefined;
 }
 
-export class DistributedSampler implements Sampler {
+export class DistributedSampler implements Sampler, Stateful {
   readonly num_replicas: number;
   readonly rank: number;
   readonly shuffle: boolean;
@@ -101,5 +101,23 @@ export class DistributedSampler implements Sampler {
 
   *[Symbol.iterator](): Iterator<number> {
     yield* this.indices();
+  }
+
+  /** {epoch, and the configuration it was taken under: num_replicas, rank, shuffle, seed, drop_last, dataset_length}. */
+  state_dict(): StateDict {
+    return { epoch: this.epoch, num_replicas: this.num_replicas, rank: this.rank, shuffle: this.shuffle, seed: this.seed, drop_last: this.drop_last, dataset_length: this.n };
+  }
+
+  /**
+   * Restore the epoch (what set_epoch set), so the next iteration has that epoch's order.
+   * @throws LoomValueError when the configuration differs from this sampler's (naming the field)
+   *   or the epoch is not an integer
+   */
+  load_state_dict(sd: StateDict): void {
+    for (const [k, v] of [["num_replicas", this.num_replicas], ["rank", this.rank], ["shuffle", this.shuffle], ["seed", this.seed], ["drop_last", this.drop_last], ["dataset_length", this.n]] as const) {
+      expectState("DistributedSampler", sd, k, v);
+    }
+    if (!Number.isInteger(sd.epoch)) throw new LoomValueError(`[DistributedSampler.load_state_dict] epoch: expected an integer, got ${JSON.stringify(sd.epoch)}`);
+    this.epoch = sd.epoch as number;
   }
 }

@@ -1,7 +1,7 @@
 /** Data loading (torch.utils.data): datasets, samplers, collation, the DataLoader, token files. */
 export {
   Dataset, IterableDataset, TensorDataset, Subset, ConcatDataset, random_split, randperm,
-  SequentialSampler, RandomSampler, default_collate, type Sampler,
+  SequentialSampler, RandomSampler, default_collate, isStateful, type Sampler, type StateDict, type StateValue, type Stateful,
 } from "./dataset.ts";
 export { DataLoader, type DataLoaderOptions } from "./dataloader.ts";
 export { TokenFileDataset, type TokenFileOptions } from "./token_file.ts";

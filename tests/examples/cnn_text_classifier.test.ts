@@ -116,6 +116,8 @@ for (const backend of BACKENDS) {
       second.shuffle_gen.manual_seed(99);
       load_checkpoint(second, path);
       expect(second.epoch).toBe(1);
+      // the checkpoint holds the training loader's state: taken between epochs, nothing of one in progress
+      expect(loom.load(path).train_loader).toMatchObject({ format: "loom.DataLoader", iterator_finished: true, num_yielded: 0 });
       // the shuffle generator's saved state is what gives epoch 2 its order (read without consuming it)
       const state = second.shuffle_gen.get_state();
       expect([...second.train_loader.sampler!]).not.toEqual(unrestored);
