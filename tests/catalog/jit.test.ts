@@ -132,6 +132,19 @@ describe.skipIf(!ENABLED)("generated native kernels", () => {
     test(`${name}: within the contract on stressed values`, () => checkBoth(name, fn, [stress(1029, 2), stress(1029, 3, true)]));
   }
 
+  test("masked softmax numerators: exp(where(mask, −inf, x) − m) and exp(x + finfo.min − m), overflow of finite operands", () => {
+    // −inf − m is exactly −inf in float32 and in the reference, and exp of an argument below −104 is 0 in
+    // both: the float32 kernel certifies them (no double recomputation); an overflow of finite operands
+    // (3e38 + 3e38 in float32, 6e38 in the reference) is never certified
+    const x = stress(1031, 4), m = stress(1031, 5).abs();
+    const mask = loom.tensor(Array.from({ length: 1031 }, (_, i) => i % 3 !== 0), { dtype: "bool" });
+    const minF32 = -3.4028234663852886e38;
+    checkBoth("masked -inf", (a, b, c) => (a.masked_fill(c.logical_not(), -Infinity) as any).sub(b).exp(), [x, m, mask]);
+    checkBoth("masked finfo.min", (a, b, c) => (a.masked_fill(c.logical_not(), minF32) as any).sub(b).exp(), [x, m, mask]);
+    const big = (seed: number) => stress(1031, seed).abs().mul(1e36).add(3e38); // [3e38, 3.4e38]: sums overflow float32
+    checkBoth("overflow", (a, b, c) => (a.add(b) as any).sub(c).mul(2 ** -123).exp(), [big(6), big(7), big(8)]);
+  });
+
   test("gelu(x·a + b), erf and tanh forms, 8200 elements (two tiles plus a tail)", () => {
     const xs = [stress(8200, 4), stress(8200, 5), stress(8200, 6)];
     checkBoth("gelu erf", (x, a, b) => geluErf(x.mul(a).add(b)), xs);

@@ -12,7 +12,11 @@
  *   reference's double one); +, −: e_a + e_b; ·: |b|e_a + |a|e_b + e_a·e_b; /, reciprocal,
  *   sqrt, rsqrt: the exact perturbation bounds (infinite where the divisor's interval holds 0);
  *   max/min/abs/neg/relu pass the error through;
- * - a libmvec function f with input error d: L·d (tanh, sin, cos 1; exp: f·(e^d − 1);
+ * - +, − with an infinite operand whose bound is finite: the reference has the same infinity, so
+ *   no rounding term (−inf − max in a masked softmax; a float32 overflow of finite operands still
+ *   gets an infinite bound);
+ * - a libmvec function f with input error d: L·d (tanh, sin, cos 1; exp: f·(e^d − 1), and 0 for an
+ *   interval below −104, where float32 and the float64 reference both round to 0;
  *   log: d/(x − d); log1p: d/(1 + x − d)) plus 4 ulp of the result (|f|·2^-21); erf:
  *   (2/√π)·d plus loom_erff's absolute bound ERF_ABS_BOUND;
  * - a discontinuous op (comparison, floor/ceil/round, sign, logical ops, where's condition) is
@@ -129,7 +133,9 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
     switch (name) {
       case "neg": case "abs": case "relu": case "contiguous": return push(ea);
       case "cast": return push(c.dtype === "bool" ? sure(a, ea) : ea);
-      case "add": case "sub": return push([ea, eb, rnd].filter(Boolean).join(" + "));
+      // an infinite operand known exactly (its bound finite) gives the same infinity in the
+      // reference: no rounding (a masked score, -inf − max, stays certified through exp)
+      case "add": case "sub": return push([ea, eb, `(__builtin_isinf(${t}) && (__builtin_isinf(${a}) || __builtin_isinf(${b})) ? 0.0f : ${rnd})`].filter(Boolean).join(" + "));
       case "mul": return push([ea && `${abs(b)} * ${ea}`, eb && `${abs(a)} * ${eb}`, ea && eb && `${ea} * ${eb}`, rnd].filter(Boolean).join(" + "));
       case "div": return push(`(${abs(b)} > ${B} ? (${A} + ${abs(t)} * ${B}) / (${abs(b)} - ${B}) : ${INF}) + ${rnd}`);
       case "reciprocal": return push(`(${abs(a)} > ${A} ? ${abs(t)} * ${A} / (${abs(a)} - ${A}) : ${INF}) + ${rnd}`);
@@ -171,7 +177,8 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       default: {
         // a float32 libmvec function: its input's error through the function (Lipschitz or local), plus 4 ulp of the result
         const prop: Record<string, string> = {
-          exp: `${t} * (${A} < 1e-3f ? ${A} * 1.001f : ${INF})`,
+          // an argument interval below −104 underflows to 0 in float32 and in the reference (finfo.min masks)
+          exp: `(${a} + ${A} < -104.0f ? 0.0f : ${t} * (${A} < 1e-3f ? ${A} * 1.001f : ${INF}))`,
           log: `(${a} > ${A} ? ${A} / (${a} - ${A}) : ${INF})`,
           log1p: `(1.0f + ${a} > ${A} ? ${A} / (1.0f + ${a} - ${A}) : ${INF})`,
           sin: A, cos: A, tanh: A, erf: `1.1283792f * ${A}`,
