@@ -338,12 +338,15 @@ export class StaticCache {
     // (one assign per layer and kind; two writes to one buffer before a flush would flush mid-forward)
     const run = known ? runs(known) : [];
     for (const [cache, slots, states] of [[this.key_cache[layer_idx]!, this.key_slots[layer_idx]!, key_states], [this.value_cache[layer_idx]!, this.value_slots[layer_idx]!, value_states]] as const) {
-      const old = lift(cache, states); // [B, H, T_max, D]
       let full: S;
       if (T === 1) {
-        // decode: the one new row broadcast over the slots, kept only where slot == position
-        full = states.where(onehot.view(this.max_cache_len, 1), old);
+        // decode: the one new row broadcast over the slots, kept only where slot == position;
+        // computed slot-major (dense rows of B·H·D, no strided read of the permuted view) and
+        // viewed as [B, H, T_max, D]: the same values, a copy at memory speed
+        const rows = states.permute(2, 0, 1, 3); // [1, B, H, D]
+        full = rows.where(onehot.view(this.max_cache_len, 1, 1, 1), lift(slots, states)).permute(1, 2, 0, 3);
       } else {
+        const old = lift(cache, states); // [B, H, T_max, D]
         // prefill: scatter the T rows to their slots with a one-hot [T_max, T] matmul (exact: one
         // 1·k term plus zeros per slot), then keep the old value at slots not written
         const written = onehot.to("int32").sum(0).gt(0).view(this.max_cache_len, 1); // [T_max, 1]

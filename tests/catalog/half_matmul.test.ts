@@ -32,7 +32,7 @@ function hostMatmul(a: T, b: T): { ref: Float64Array; shape: number[] } {
         for (let k = 0; k < K; k++) s += A[q * M * K + i * K + k]! * B[q * K * N + k * N + j]!;
         ref[q * M * N + i * N + j] = s;
       }
-  return { ref, shape: out.shape };
+  return { ref, shape: [...out.shape] };
 }
 
 /** [a, b] pairs: plain, batched, broadcast batch, b transposed (linear's x·Wᵀ), a strided. */
