@@ -61,16 +61,16 @@ export function normalizeDim(op: string, dim: number, ndim: number): number {
 export function normalizeDims(op: string, dim: number | readonly number[] | null | undefined, ndim: number): number[] {
   if (dim === undefined || dim === null) return Array.from({ length: ndim }, (_, i) => i);
   if (typeof dim === "number") return ndim === 0 ? (normalizeDim(op, dim, ndim), []) : [normalizeDim(op, dim, ndim)]; // the common case, no Set
-  const list = typeof dim === "number" ? [dim] : dim;
+  const list = dim;
   if (list.length === 0) return Array.from({ length: ndim }, (_, i) => i); // torch: sum(dim=[]) reduces all
+  if (list.length === 1) return ndim === 0 ? (normalizeDim(op, list[0]!, ndim), []) : [normalizeDim(op, list[0]!, ndim)]; // layer_norm's [-1]: no Set, no sort
   const out = list.map((d) => normalizeDim(op, d, ndim));
   if (ndim === 0) return []; // a 0-d tensor accepts dim 0 / -1 but has no dim to reduce (torch)
-  const seen = new Set<number>();
-  for (const d of out) {
-    if (seen.has(d)) throw new LoomIndexError(`[${op}] dim ${d} appears multiple times in the list of dims`);
-    seen.add(d);
+  out.sort((a, b) => a - b);
+  for (let i = 1; i < out.length; i++) {
+    if (out[i] === out[i - 1]) throw new LoomIndexError(`[${op}] dim ${out[i]} appears multiple times in the list of dims`);
   }
-  return out.sort((a, b) => a - b);
+  return out;
 }
 
 /**
@@ -78,11 +78,12 @@ export function normalizeDims(op: string, dim: number | readonly number[] | null
  * @throws LoomShapeError `[add] shapes [2, 3] and [4]: cannot broadcast (dim -1: 3 vs 4)`
  */
 export function broadcastShapes(op: string, a: Shape, b: Shape): number[] {
-  const n = Math.max(a.length, b.length);
+  const n = Math.max(a.length, b.length), da = n - a.length, db = n - b.length;
   const out = new Array<number>(n);
   for (let i = 0; i < n; i++) {
-    const x = a[a.length - n + i] ?? 1;
-    const y = b[b.length - n + i] ?? 1;
+    // no negative indices: an array read below 0 is a property lookup (a slow path per op recorded)
+    const x = i < da ? 1 : a[i - da]!;
+    const y = i < db ? 1 : b[i - db]!;
     if (x !== y && x !== 1 && y !== 1) {
       throw new LoomShapeError(
         `[${op}] shapes ${fmtShape(a)} and ${fmtShape(b)} cannot be broadcast together (dim ${i - n}: ${x} vs ${y})`,
