@@ -20,6 +20,7 @@
 #ifndef LOOM_CUDA_QUANT_CUH
 #define LOOM_CUDA_QUANT_CUH
 
+#include <math.h>
 #include <stdint.h>
 
 #include "../kernels/scalar_bits.h"
@@ -101,6 +102,25 @@ static inline LOOM_HD float lq_weight(int fmt, const lq_view *q, const lq_view *
     }
     default:
       return lq_scale(sc, n) * (float)(int8_t)(uint8_t)lq_byte(q, n, k);
+  }
+}
+
+/** x rows at or below which the forward decodes W in registers (quant.cu k_quant_gemv: no dense W). */
+#define LQ_GEMV_M 4
+/** Threads per weight row in that kernel. */
+#define LQ_GEMV_T 128
+
+/**
+ * Thread t's share of the GEMV: acc[m] = Σ x[m, k]·W[n, k] over k = t, t + T, ... < K in that
+ * order (one fused multiply-add each), for M ≤ LQ_GEMV_M rows of x at x + m·xs0 + k·xs1. The
+ * kernel adds the T shares in a tree (h = T/2, T/4, ..., 1: part[t] += part[t + h]) and the bias.
+ */
+static inline LOOM_HD void lq_gemv_share(int fmt, const lq_view *q, const lq_view *sc, int64_t K, int64_t n, const float *x, int64_t xs0,
+                                         int64_t xs1, int M, int t, int T, float *acc) {
+  for (int m = 0; m < M; m++) acc[m] = 0.0f;
+  for (int64_t k = t; k < K; k += T) {
+    const float w = lq_weight(fmt, q, sc, K, n, k);
+    for (int m = 0; m < M; m++) acc[m] = fmaf(x[m * xs0 + k * xs1], w, acc[m]);
   }
 }
 

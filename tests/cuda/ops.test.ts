@@ -124,7 +124,7 @@ describe.if(CUDA)("cuda device", () => {
 
   const QFORMATS: readonly [QuantFormat, number][] = [["q8_0", 96], ["q4_0", 96], ["nf4", 128], ["int8", 45]];
   for (const [format, K] of QFORMATS) {
-    test(`quantized_linear ${format} K=${K} runs on the device: within QUANT_ERROR_BOUND of the float64 reference and of the CPU backend, eager == lazy, gradient to x (transposed form)`, () => {
+    test(`quantized_linear ${format} K=${K} runs on the device (M = 1: registers; 5, 20: dense temporary + matmul): within QUANT_ERROR_BOUND of the float64 reference and of the CPU backend, eager == lazy, gradient to x (transposed form)`, () => {
       const b = cudaBackend();
       const N = 19;
       const p = randomPacked(format, N, K, 31);
@@ -160,7 +160,7 @@ describe.if(CUDA)("cuda device", () => {
     }, 60_000);
   }
 
-  test("quantized_linear: qweight as int32 words, a strided x, and batch dims that do not collapse into rows", () => {
+  test("quantized_linear: qweight as int32 words, a strided x, and batch dims that do not collapse into rows (both paths: M ≤ 4 decodes in registers, larger M through a dense temporary)", () => {
     const K = 128, N = 6;
     for (const [format] of QFORMATS) {
       const p = randomPacked(format, N, K, 9);
@@ -192,6 +192,16 @@ describe.if(CUDA)("cuda device", () => {
     expect(yb.shape).toEqual([2, 3, N]);
     r = reference(rows, 6, W, N, K, null);
     expect(outOfBound(yb.dataSync(), r.ref, r.S, K)).toEqual([]);
+    // the same with 4 rows (the small-M kernel after the dense copy), with a bias
+    const base4 = randomX(2 * 2 * K, 6), bv = randomX(N, 3);
+    const x4 = C(loom.tensor(base4).reshape([2, 2, K])).transpose(0, 1);
+    const rows4 = Float32Array.from({ length: 4 * K }, (_, i) => {
+      const [a, c, k] = [Math.floor(i / (2 * K)), Math.floor(i / K) % 2, i % K];
+      return base4[(c * 2 + a) * K + k]!;
+    });
+    const y4 = quantized_linear(x4, C(operands(p).qweight), { format: "q4_0", bias: C(loom.tensor(bv)) });
+    r = reference(rows4, 4, W, N, K, bv);
+    expect(outOfBound(y4.dataSync(), r.ref, r.S, K)).toEqual([]);
   }, 60_000);
 
   test("softmax, log_softmax, layer_norm, rms_norm and attention (composites) match the CPU, eager and lazy", () => {
