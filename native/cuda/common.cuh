@@ -105,6 +105,14 @@ cudaError_t lc_launch_reduce(cudaStream_t s, const cprog *P, const ccode *codes,
 cudaError_t lc_matmul(cudaStream_t s, const ctensor *a, const ctensor *b, const ctensor *out);
 /** out[i] = R(R(y[i] + bias[i % n]) + R(d[i]·s)) (no bias: R(y[i] + R(d[i]·s))), y and d dense; lora.ts loraDecomposed. */
 cudaError_t lc_launch_lora_combine(cudaStream_t s, const ctensor *out, uint64_t y, uint64_t d, const ctensor *bias, double scale);
+/**
+ * quantized_linear (quant.cu): out = x · dequant(W)ᵀ (+ b), or x · dequant(W) when `transposed`;
+ * ins (host copies of the descriptors) = [x, qweight, scales (nf4, int8), bias (has_bias)], as the
+ * parser checked them; fmt a LQ_* code (quant.cuh).
+ */
+cudaError_t lc_quantized_linear(cudaStream_t s, int fmt, int transposed, int has_bias, const ctensor *out, const ctensor *ins);
+/** A 2-D view [rows, last dim] of x whose leading dims collapse into one stride; 0 if they do not (loom_cuda.cu). */
+int lc_as_rows(const ctensor *x, ctensor *r);
 /** 1 when cuBLAS was loaded (dlopen libcublas.so.13 / .12), its soname in *name. */
 int lc_cublas_load(cudaStream_t s, const char **name);
 /** Counters of matmul paths: [cuBLAS calls, tiled kernel launches]. */

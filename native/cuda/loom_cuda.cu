@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common.cuh"
+#include "quant.cuh"
 
 #define LC_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -51,7 +52,7 @@ static const char *const OP_NAME[OP_END] = {LOOM_REGISTRY_EW_OPS(NAME_1) LOOM_RE
 static int has_kernel(int op) {
   if (op < OP_EW_END) return 1;
   switch (op) {
-    case OP_sum: case OP_amax: case OP_amin: case OP_matmul: case OP_lora_linear:
+    case OP_sum: case OP_amax: case OP_amin: case OP_matmul: case OP_lora_linear: case OP_quantized_linear:
     case OP_fused_elementwise: case OP_fused_reduce: return 1;
     default: return 0;
   }
@@ -306,6 +307,7 @@ typedef struct {
   unsigned char isred[LC_MAXD];
   double scale;
   int has_bias;
+  int qfmt, qtrans; /* quantized_linear: format (LQ_*), transposed */
 } launch_t;
 
 static const double *parse_tensor(const double *w, const double *end, ctensor *t) {
@@ -412,6 +414,43 @@ static void load_prog(aprog *A, const ctensor *x) {
   A->strides = push(st, sizeof st);
 }
 
+/**
+ * quantized_linear's attrs [format, transposed, has_bias] and operands [x, qweight, scales?, bias?]
+ * checked as the op's shape/dtype rules (src/graph/ops/quantized.ts), so a malformed instruction
+ * is refused before anything launches; 0 with the error set.
+ */
+static int parse_quant(int k, const double *attr, int nin, const ctensor *ins, const ctensor *out, launch_t *L) {
+#define QBAD(...) do { char m_[512]; snprintf(m_, sizeof m_, __VA_ARGS__); set_error("instruction %d (quantized_linear): %s", k, m_); return 0; } while (0)
+  int fmt = (int)attr[0], tr = attr[1] != 0, hb = attr[2] != 0;
+  if (attr[0] != fmt || fmt < LQ_Q8_0 || fmt > LQ_INT8) QBAD("unknown format code %g", attr[0]);
+  if (tr && hb) QBAD("the transposed form takes no bias");
+  int sc = lq_has_scales(fmt);
+  if (nin != 2 + sc + hb) QBAD("%d operands, expected %d", nin, 2 + sc + hb);
+  const ctensor *x = &ins[0], *q = &ins[1];
+  int qdt = fmt == LQ_INT8 ? DT_I8 : DT_U8;
+  if (x->dt != DT_F32 || out->dt != DT_F32 || (q->dt != qdt && q->dt != DT_I32)) QBAD("dtypes x %d, qweight %d, out %d", x->dt, q->dt, out->dt);
+  if (q->nd != 2 || x->nd < 1 || out->nd != x->nd) QBAD("ranks x %d, qweight %d, out %d", x->nd, q->nd, out->nd);
+  int64_t N = q->shape[0], rb = q->shape[1] * (q->dt == DT_I32 ? 4 : 1), bb = lq_block_bytes(fmt);
+  if (rb % bb != 0) QBAD("row of %lld bytes is not a whole number of %lld-byte blocks", (long long)rb, (long long)bb);
+  int64_t K = rb / bb * lq_block(fmt), kin = tr ? N : K, kout = tr ? K : N;
+  if (x->shape[x->nd - 1] != kin || out->shape[out->nd - 1] != kout) QBAD("x's last dim %lld, out's %lld for W [%lld, %lld]", (long long)x->shape[x->nd - 1], (long long)out->shape[out->nd - 1], (long long)N, (long long)K);
+  for (int d = 0; d + 1 < x->nd; d++) if (x->shape[d] != out->shape[d]) QBAD("x and out differ in dim %d", d);
+  if (sc) {
+    const ctensor *s = &ins[2];
+    int64_t want = fmt == LQ_NF4 ? N * K / 64 : N;
+    if (s->dt != DT_F32 || s->nd != 1 || s->shape[0] != want) QBAD("scales must be float32 [%lld]", (long long)want);
+  }
+  if (hb) {
+    const ctensor *b = &ins[2 + sc];
+    if (b->dt != DT_F32 || b->nd != 1 || b->shape[0] != N) QBAD("bias must be float32 [%lld]", (long long)N);
+  }
+#undef QBAD
+  L->qfmt = fmt;
+  L->qtrans = tr;
+  L->has_bias = hb;
+  return 1;
+}
+
 static double op_counts[OP_END];
 
 /** Parse instruction k at w into L (descriptors and programs into the arena); NULL when malformed. */
@@ -474,6 +513,9 @@ static const double *parse_instr(const double *w, const double *end, launch_t *L
     L->scale = attr[0];
     L->has_bias = (int)attr[1];
     if (L->has_bias && nin < 5) { set_error("instruction %d (lora_linear): no bias operand", k); return nullptr; }
+  } else if (L->op == OP_quantized_linear) {
+    if (nattr < 3) { set_error("instruction %d (quantized_linear): %d attrs, expected 3", k, nattr); return nullptr; }
+    if (!parse_quant(k, attr, nin, ins.data(), &L->out, L)) return nullptr;
   }
   return next;
 bad_prog:
@@ -482,7 +524,7 @@ bad_prog:
 }
 
 /** A 2-D view [rows, cols] of a dense-rowed tensor's last dim (x [..., in] -> [M, in]); 0 if not expressible. */
-static int as_rows(const ctensor *x, ctensor *r) {
+int lc_as_rows(const ctensor *x, ctensor *r) {
   *r = *x;
   int64_t last = x->shape[x->nd - 1], lst = x->st[x->nd - 1];
   int64_t rows = 1, rst = last * (lst ? lst : 1);
@@ -531,7 +573,7 @@ static cudaError_t run_lora(const launch_t *L) {
   memcpy(ins.data(), arena.data() + L->ins, L->nin * sizeof(ctensor)); /* the host copy of the arena */
   cudaError_t e = cudaSuccess;
   ctensor x2, o2;
-  if (!as_rows(x, &x2) || !as_rows(out, &o2)) return cudaErrorInvalidValue;
+  if (!lc_as_rows(x, &x2) || !lc_as_rows(out, &o2)) return cudaErrorInvalidValue;
   int64_t M = x2.shape[0], N = ins[1].shape[0], r = ins[2].shape[0];
   int dt = out->dt, es = dt_size(dt);
   void *Y = nullptr, *H = nullptr, *D = nullptr;
@@ -551,6 +593,13 @@ static cudaError_t run_lora(const launch_t *L) {
   return e;
 }
 
+/** quantized_linear through quant.cu, with the host copies of its operand descriptors. */
+static cudaError_t run_quant(const launch_t *L) {
+  std::vector<ctensor> ins(L->nin);
+  memcpy(ins.data(), arena.data() + L->ins, L->nin * sizeof(ctensor));
+  return lc_quantized_linear(stream, L->qfmt, L->qtrans, L->has_bias, &L->out, ins.data());
+}
+
 static cudaError_t launch(const launch_t *L) {
   const char *base = arena_dev;
   const ctensor *ins = (const ctensor *)(base + L->ins);
@@ -558,6 +607,7 @@ static cudaError_t launch(const launch_t *L) {
   switch (L->op) {
     case OP_matmul: return lc_matmul(stream, &L->in[0], &L->in[1], &L->out);
     case OP_lora_linear: return run_lora(L);
+    case OP_quantized_linear: return run_quant(L);
     case OP_sum: case OP_amax: case OP_amin:
       return lc_launch_reduce(stream, PROG(L->pro), L->red_kind, L->red_dt, L->isred, nullptr, &L->out);
     case OP_fused_reduce: {

@@ -61,6 +61,28 @@ describe("kernel selection", () => {
     expect(selectKernel(OPS.lt, [f32([3]), f32([3])], {}, [3], "bool", codes).device).toBe(true);
   });
 
+  test("quantized_linear runs on the device in all four formats, forward, with bias, transposed and as int32 words; words [format, transposed, has_bias]", () => {
+    const u8 = (shape: number[]) => ({ shape, dtype: "uint8" as const });
+    const i8 = (shape: number[]) => ({ shape, dtype: "int8" as const });
+    const i32 = (shape: number[]) => ({ shape, dtype: "int32" as const });
+    const q = codes.get("quantized_linear")!;
+    expect(q).toBeDefined();
+    const qa = (format: string, has_bias: boolean, transposed: boolean) => ({ format, has_bias, transposed });
+    // W [3, 64]: q8_0 rows of 2·34 bytes, q4_0 2·18, nf4 64/2 with 3 absmax, int8 64 with 3 scales
+    const x = f32([2, 5, 64]);
+    expect(selectKernel(OPS.quantized_linear, [x, u8([3, 68]), f32([3])], qa("q8_0", true, false), [2, 5, 3], "float32", codes)).toEqual({ device: true, code: q, words: [0, 0, 1] });
+    expect(selectKernel(OPS.quantized_linear, [x, u8([3, 36])], qa("q4_0", false, false), [2, 5, 3], "float32", codes)).toEqual({ device: true, code: q, words: [1, 0, 0] });
+    expect(selectKernel(OPS.quantized_linear, [x, u8([3, 32]), f32([3])], qa("nf4", false, false), [2, 5, 3], "float32", codes)).toEqual({ device: true, code: q, words: [2, 0, 0] });
+    expect(selectKernel(OPS.quantized_linear, [x, i8([3, 64]), f32([3]), f32([3])], qa("int8", true, false), [2, 5, 3], "float32", codes)).toEqual({ device: true, code: q, words: [3, 0, 1] });
+    // the gradient's transposed form: x [..., N] -> [..., K]; and the int32 word form of the bytes
+    expect(selectKernel(OPS.quantized_linear, [f32([4, 3]), u8([3, 36])], qa("q4_0", false, true), [4, 64], "float32", codes)).toEqual({ device: true, code: q, words: [1, 1, 0] });
+    expect(selectKernel(OPS.quantized_linear, [f32([4, 64]), i32([3, 17])], qa("q8_0", false, false), [4, 3], "float32", codes)).toEqual({ device: true, code: q, words: [0, 0, 0] });
+    // what still goes to the CPU: empty tensors (the generic rule), and a library built without the kernel
+    expect(selectKernel(OPS.quantized_linear, [f32([0, 64]), u8([3, 36])], qa("q4_0", false, false), [0, 3], "float32", codes)).toEqual({ device: false, reason: "empty output" });
+    const old = new Map([...codes].filter(([n]) => n !== "quantized_linear"));
+    expect(selectKernel(OPS.quantized_linear, [x, u8([3, 36])], qa("q4_0", false, false), [2, 5, 3], "float32", old)).toEqual({ device: false, reason: "no CUDA kernel for quantized_linear" });
+  });
+
   test("integer results that may fault go to the CPU, with the reason; safe integer ops stay on the device", () => {
     const fd = selectKernel(OPS.floor_divide, [i64([3]), i64([3])], {}, [3], "int64", codes);
     expect(fd).toEqual({ device: false, reason: "integer result (int64) that may fault: the CPU kernels raise it" });

@@ -94,6 +94,42 @@ describe.if(NVCC !== null)("CUDA library (nvcc, no GPU needed)", () => {
       expect(sym.loom_cuda_submit(more.buf, more.n)).toBe(-2);
       expect(ffi()!.cstring(sym.loom_cuda_error())).toBe("parsed 2 instructions; loom_cuda_init was not called");
     }
+    // quantized_linear in every format (bias, transposed, int32 words): the parser takes the encoder's words
+    const t = (addr: number, dtype: "float32" | "uint8" | "int8" | "int32", shape: number[]) => ({ addr, dtype, shape, strides: shape.map((_, d) => shape.slice(d + 1).reduce((a, b) => a * b, 1)), offset: 0 });
+    const ql = (format: string, has_bias: boolean, transposed: boolean, ins: ReturnType<typeof t>[], out: ReturnType<typeof t>) => {
+      const sel = selectKernel(OPS.quantized_linear, ins, { format, has_bias, transposed }, out.shape, "float32", opcodes);
+      if (!sel.device) throw new Error(sel.reason);
+      return { sel, ins, out };
+    };
+    // W [3, 64]; x [2, 5, 64]
+    const qls = [
+      ql("q8_0", true, false, [t(4096, "float32", [2, 5, 64]), t(8192, "uint8", [3, 68]), t(12288, "float32", [3])], t(16384, "float32", [2, 5, 3])),
+      ql("q4_0", false, true, [t(4096, "float32", [4, 3]), t(8192, "uint8", [3, 36])], t(16384, "float32", [4, 64])),
+      ql("nf4", true, false, [t(4096, "float32", [1, 64]), t(8192, "uint8", [3, 32]), t(12288, "float32", [3]), t(20480, "float32", [3])], t(16384, "float32", [1, 3])),
+      ql("int8", false, false, [t(4096, "float32", [64]), t(8192, "int32", [3, 16]), t(12288, "float32", [3])], t(16384, "float32", [3])),
+    ];
+    const qw = new CommandWriter();
+    for (const q of qls) qw.instr(q.sel.code, q.sel.words, q.out, q.ins);
+    if (!gpuHere) {
+      expect(sym.loom_cuda_submit(qw.buf, qw.n)).toBe(-2);
+      expect(ffi()!.cstring(sym.loom_cuda_error())).toBe("parsed 4 instructions; loom_cuda_init was not called");
+    }
+    // malformed quantized_linear instructions are refused, naming the problem
+    const refuse = (words: number[], ins: ReturnType<typeof t>[], out: ReturnType<typeof t>, msg: string) => {
+      const bad = new CommandWriter();
+      bad.instr(qls[0]!.sel.code, words, out, ins);
+      expect(sym.loom_cuda_submit(bad.buf, bad.n)).toBe(0);
+      expect(ffi()!.cstring(sym.loom_cuda_error())).toBe(`instruction 0 (quantized_linear): ${msg}`);
+    };
+    const [x64, q4, o3] = [t(4096, "float32", [2, 64]), t(8192, "uint8", [3, 36]), t(16384, "float32", [2, 3])];
+    refuse([1, 0, 0], [x64, q4, t(12288, "float32", [3])], o3, "3 operands, expected 2");
+    refuse([7, 0, 0], [x64, q4], o3, "unknown format code 7");
+    refuse([1, 1, 1], [x64, q4, t(12288, "float32", [3])], o3, "the transposed form takes no bias");
+    refuse([1, 0, 0], [x64, t(8192, "uint8", [3, 35])], o3, "row of 35 bytes is not a whole number of 18-byte blocks");
+    refuse([1, 0, 0], [t(4096, "float32", [2, 32]), q4], o3, "x's last dim 32, out's 3 for W [3, 64]");
+    refuse([2, 0, 0], [x64, t(8192, "uint8", [3, 32]), t(12288, "float32", [2])], o3, "scales must be float32 [3]");
+    refuse([3, 0, 1], [x64, t(8192, "int8", [3, 64]), t(12288, "float32", [3]), t(20480, "float32", [4])], o3, "bias must be float32 [3]");
+    refuse([1, 0], [x64, q4], o3, "2 attrs, expected 3");
     // an epilogue whose rank differs from the output's is refused (as the CPU shim's prog_run)
     const wrongRank = new CommandWriter();
     wrongRank.instr(fr.code, fr.words, { addr: 4096, dtype: "float32", shape: [2, 1], strides: [1, 1], offset: 0 }, [v(8192), { addr: 16384, dtype: "float32", shape: [2], strides: [1], offset: 0 }]);

@@ -2,6 +2,7 @@
  * The cuda device itself: every dtype moved there and back, every registry elementwise op through
  * the backend against the js reference, reductions (NaN and signed-zero rules), matmul layouts
  * (cuBLAS and the tiled kernel), the composites (softmax, norms, attention), in-place writes,
+ * quantized_linear in every format (tests/quantized/helpers.ts's float64 reference, QUANT_ERROR_BOUND),
  * one submission per realize, CPU runs counted, integer faults raised, asynchronous readback,
  * flat device memory over a loop, and set_memory_limit / estimate_memory per device.
  * Skipped (the reason printed by ./device.ts) where no CUDA device can be opened.
@@ -16,6 +17,9 @@ import type { OpDef } from "../../src/graph/op.ts";
 import { OPS } from "../../src/graph/registry.ts";
 import { LoomOutOfMemoryError, set_memory_limit } from "../../src/scheduler/options.ts";
 import { toFloat64, type TensorData } from "../../src/tensor/storage.ts";
+import type { QuantFormat } from "../../src/graph/ops/quantized.ts";
+import { QUANT_ERROR_BOUND, quantized_linear } from "../../src/lazy/quantized_ops.ts";
+import { dense, operands, outOfBound, randomPacked, reference, rng } from "../quantized/helpers.ts";
 import { CUDA, mismatch } from "./device.ts";
 
 const C = (t: loom.Tensor) => t.to("cuda");
@@ -24,6 +28,25 @@ const close = (got: loom.Tensor | ArrayLike<number>, want: loom.Tensor | ArrayLi
   const w = want instanceof loom.Tensor ? Array.from(want.dataSync()) : Array.from(want);
   expect(mismatch(g, w, atol, rtol)).toBeNull();
 };
+
+/** Uniform float32 values in [-2, 2). */
+function randomX(n: number, seed: number): Float32Array {
+  const r = rng(seed);
+  return Float32Array.from({ length: n }, () => Math.fround(r() * 4 - 2));
+}
+
+/**
+ * Where two results that are each within QUANT_ERROR_BOUND of the float64 reference (scale S,
+ * kin reduced terms) differ by more than the sum of their bounds; the first few, as text.
+ */
+function apartBeyondBound(a: ArrayLike<number>, b: ArrayLike<number>, ref: Float64Array, S: Float64Array, kin: number): string[] {
+  const bad: string[] = [];
+  for (let i = 0; i < ref.length && bad.length < 5; i++) {
+    const bound = 2 * (QUANT_ERROR_BOUND.rtol * Math.abs(ref[i]!) + (kin + QUANT_ERROR_BOUND.extra) * 2 ** -24 * S[i]!);
+    if (!(Math.abs(a[i]! - b[i]!) <= bound)) bad.push(`[${i}] ${a[i]} vs ${b[i]} (bound ${bound})`);
+  }
+  return bad;
+}
 
 describe.if(CUDA)("cuda device", () => {
   test("every dtype moves to the device and back unchanged", () => {
@@ -98,6 +121,88 @@ describe.if(CUDA)("cuda device", () => {
     close(C(ah).matmul(C(bh)).double(), ah.double().matmul(bh.double()), 4e-3, 2 ** -11);
     expect(C(loom.ones([3, 0])).matmul(C(loom.ones([0, 2]))).tolist()).toEqual([[0, 0], [0, 0], [0, 0]]);
   });
+
+  const QFORMATS: readonly [QuantFormat, number][] = [["q8_0", 96], ["q4_0", 96], ["nf4", 128], ["int8", 45]];
+  for (const [format, K] of QFORMATS) {
+    test(`quantized_linear ${format} K=${K} runs on the device (M = 1: registers; 5, 20: dense temporary + matmul): within QUANT_ERROR_BOUND of the float64 reference and of the CPU backend, eager == lazy, gradient to x (transposed form)`, () => {
+      const b = cudaBackend();
+      const N = 19;
+      const p = randomPacked(format, N, K, 31);
+      const W = dense(p);
+      const ops = operands(p);
+      const qweight = C(ops.qweight), scales = ops.scales ? C(ops.scales) : null;
+      const bv = randomX(N, 2);
+      const bias = C(loom.tensor(bv));
+      const launched0 = b.deviceCounters().byOp.get("quantized_linear") ?? 0;
+      for (const M of [1, 5, 20]) {
+        const xs = randomX(M * K, M);
+        const x = C(loom.tensor(xs).reshape([M, K])).requires_grad_(true);
+        const y = quantized_linear(x, qweight, { format, scales, bias });
+        expect(y.device).toBe("cuda");
+        const { ref, S } = reference(xs, M, W, N, K, bv);
+        const got = y.dataSync();
+        expect(outOfBound(got, ref, S, K)).toEqual([]);
+        // the CPU backend (quant.c on native) on the same operands
+        const cpu = quantized_linear(loom.tensor(xs).reshape([M, K]), ops.qweight, { format, scales: ops.scales, bias: loom.tensor(bv) }).dataSync();
+        expect(apartBeyondBound(got, cpu, ref, S, K)).toEqual([]);
+        // lazy: the same instruction in a plan, the same kernels: the same bits
+        const yl = quantized_linear(C(loom.tensor(xs).reshape([M, K])).lazy(), qweight, { format, scales, bias }).eval();
+        expect(Array.from(yl.dataSync())).toEqual(Array.from(got));
+        // gradient to x: the transposed form on the device, g · dequant(W)
+        const gs = randomX(M * N, 7 + M);
+        y.mul(C(loom.tensor(gs).reshape([M, N]))).sum().backward();
+        const t = reference(gs, M, W, N, K, null, true);
+        expect(outOfBound(x.grad!.dataSync(), t.ref, t.S, N)).toEqual([]);
+      }
+      // M = 1, 5, 20: forward eager, lazy, and the transposed gradient each ran on the device
+      expect((b.deviceCounters().byOp.get("quantized_linear") ?? 0) - launched0).toBeGreaterThanOrEqual(9);
+      expect([...b.stats.fallbackByOp.keys()].filter((k) => k.startsWith("quantized_linear"))).toEqual([]);
+    }, 60_000);
+  }
+
+  test("quantized_linear: qweight as int32 words, a strided x, and batch dims that do not collapse into rows (both paths: M ≤ 4 decodes in registers, larger M through a dense temporary)", () => {
+    const K = 128, N = 6;
+    for (const [format] of QFORMATS) {
+      const p = randomPacked(format, N, K, 9);
+      const ops = operands(p);
+      const scales = ops.scales ? C(ops.scales) : null;
+      const xs = randomX(2 * K, 4);
+      const x = C(loom.tensor(xs).reshape([2, K]));
+      const words = loom.packed_words(ops.qweight).to("cuda");
+      const { ref, S } = reference(xs, 2, dense(p), N, K, null);
+      expect(outOfBound(quantized_linear(x, words, { format, scales }).dataSync(), ref, S, K)).toEqual([]);
+    }
+    // x = a transposed view [M, K] with strides [1, M]
+    const M = 3;
+    const p = randomPacked("q4_0", N, K, 8);
+    const W = dense(p);
+    const xs = randomX(K * M, 1);
+    const xt = Float32Array.from({ length: M * K }, (_, i) => xs[(i % K) * M + Math.floor(i / K)]!);
+    const y = quantized_linear(C(loom.tensor(xs).reshape([K, M])).transpose(0, 1), C(operands(p).qweight), { format: "q4_0" });
+    let r = reference(xt, M, W, N, K, null);
+    expect(outOfBound(y.dataSync(), r.ref, r.S, K)).toEqual([]);
+    // x [2, 3, K] viewed from a [3, 2, K] buffer: strides [K, 2K, 1] do not collapse (a dense copy on the device)
+    const base = randomX(3 * 2 * K, 5);
+    const xb = C(loom.tensor(base).reshape([3, 2, K])).transpose(0, 1);
+    const rows = Float32Array.from({ length: 6 * K }, (_, i) => {
+      const [a, c, k] = [Math.floor(i / (3 * K)), Math.floor(i / K) % 3, i % K];
+      return base[(c * 2 + a) * K + k]!;
+    });
+    const yb = quantized_linear(xb, C(operands(p).qweight), { format: "q4_0" });
+    expect(yb.shape).toEqual([2, 3, N]);
+    r = reference(rows, 6, W, N, K, null);
+    expect(outOfBound(yb.dataSync(), r.ref, r.S, K)).toEqual([]);
+    // the same with 4 rows (the small-M kernel after the dense copy), with a bias
+    const base4 = randomX(2 * 2 * K, 6), bv = randomX(N, 3);
+    const x4 = C(loom.tensor(base4).reshape([2, 2, K])).transpose(0, 1);
+    const rows4 = Float32Array.from({ length: 4 * K }, (_, i) => {
+      const [a, c, k] = [Math.floor(i / (2 * K)), Math.floor(i / K) % 2, i % K];
+      return base4[(c * 2 + a) * K + k]!;
+    });
+    const y4 = quantized_linear(x4, C(operands(p).qweight), { format: "q4_0", bias: C(loom.tensor(bv)) });
+    r = reference(rows4, 4, W, N, K, bv);
+    expect(outOfBound(y4.dataSync(), r.ref, r.S, K)).toEqual([]);
+  }, 60_000);
 
   test("softmax, log_softmax, layer_norm, rms_norm and attention (composites) match the CPU, eager and lazy", () => {
     loom.manual_seed(3);

@@ -6,7 +6,7 @@
 import { registryOpcodes } from "../../src/backends/native/optable.ts";
 
 /** Non-elementwise ops with a CUDA kernel (every elementwise op has one). */
-export const CUDA_KERNEL_OPS = ["sum", "amax", "amin", "matmul", "lora_linear", "fused_elementwise", "fused_reduce"] as const;
+export const CUDA_KERNEL_OPS = ["sum", "amax", "amin", "matmul", "lora_linear", "quantized_linear", "fused_elementwise", "fused_reduce"] as const;
 
 /** Opcode of each op with a CUDA kernel, as loom_cuda_op_names gives it. */
 export function cudaOpcodes(): Map<string, number> {

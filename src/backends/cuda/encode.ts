@@ -6,7 +6,10 @@
  *
  * What runs on the device (native/cuda/): every elementwise op with a float or bool result, the
  * fused elementwise programs and fused reductions the graph compiler makes (AdamW's update,
- * GELU, scaled masks... are such programs), sum/amax/amin, matmul, lora_linear. Softmax,
+ * GELU, scaled masks... are such programs), sum/amax/amin, matmul, lora_linear, and
+ * quantized_linear in all four formats (q8_0, q4_0, nf4, int8; bytes or int32 words; forward,
+ * with bias, and the transposed form its gradient runs: native/cuda/quant.cu, every layout the
+ * op takes, so only empty tensors, by the general rule, go to the CPU). Softmax,
  * layer/rms norm and attention are composites of those on the surface (and in plans, fused
  * programs and reductions), so they run on the device too. Everything else runs on the CPU with
  * a counter (`CudaStats.fallbacks`, by op and reason): integer-result elementwise ops that may
