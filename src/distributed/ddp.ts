@@ -18,6 +18,11 @@
  *   - Lazy gradients (execution mode "lazy": the one-plan training step): the bucket is
  *     cat(grads) → all_reduce(avg) → views back, recorded in the step's graph; its plan runs the
  *     collective as one instruction (ops.ts). No overlap inside the plan: the instruction blocks.
+ *   - Parameters on device "cuda" (backend "nccl"; "mpi" refuses them at construction): the
+ *     bucket is flattened, averaged and unflattened on the device, as the lazy path does it; an
+ *     eager bucket's all-reduce runs on NCCL on the flat device buffer when the bucket is full
+ *     (collectives.ts onDevice), with no overlap across buckets (each NCCL call completes before
+ *     the next hook runs).
  * - `no_sync()` (a `using` guard): forwards inside it skip the reduction and gradients accumulate
  *   locally in `.grad`; the next synchronized backward reduces the accumulated sum.
  * Source: Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel Training"
@@ -33,8 +38,9 @@ import { allocArray, type DType, type TypedArray } from "../tensor/dtype.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { toContiguous } from "../tensor/storage.ts";
-import { broadcast } from "./collectives.ts";
+import { broadcast, onDevice } from "./collectives.ts";
 import type { MpiRequest } from "./mpi.ts";
+import { collectiveTransport } from "./nccl_tensor.ts";
 import * as ops from "./ops.ts";
 import { default_group, type ProcessGroup } from "./process_group.ts";
 
@@ -93,6 +99,8 @@ export class DistributedDataParallel<M extends Module> extends Module {
   private readonly group: ProcessGroup;
   private readonly buckets: Bucket[];
   private readonly where = new Map<Parameter, [Bucket, number]>();
+  /** "cuda" when the parameters are CUDA tensors (buckets reduced on the device over NCCL), else undefined. */
+  private readonly device: string | undefined;
   private syncThisStep = true;
   private launched = 0;
   /** Buckets of this eager step whose all-reduce completed while backward still ran (reset by resetStep). */
@@ -115,6 +123,9 @@ export class DistributedDataParallel<M extends Module> extends Module {
     for (const [, p] of named) for (const s of [...p.shape, -1]) h = (Math.imul(h, 31) + s) | 0;
     for (const [, p] of named) total += p.numel();
     ops.checkAcrossRanks(this.group.mpi, "DistributedDataParallel", { shape: [named.length, total, h], dtype: "float32" }, 0);
+    const devices = [...new Set(named.map(([, p]) => p.device))];
+    if (devices.length > 1 && devices.includes("cuda")) throw new LoomValueError(`[DistributedDataParallel] parameters on several devices (${devices.join(", ")}): DDP needs every parameter on one device`);
+    this.device = collectiveTransport(this.group.backend, devices[0], "DistributedDataParallel") === "nccl" ? "cuda" : undefined;
     no_grad(() => {
       for (const p of module.parameters()) broadcast(p, 0);
       if (opts.broadcast_buffers ?? true) for (const b of module.buffers()) broadcast(b, 0);
@@ -195,7 +206,8 @@ export class DistributedDataParallel<M extends Module> extends Module {
     if (!this.syncThisStep || this.group.size === 1) return; // a world of one: nothing to average
     const [b, i] = this.where.get(p)!;
     const prev = p.grad;
-    const lazy = g.isLazy || (g as unknown as Tensor).is_pending;
+    // cuda parameters take the tensor path too: their bucket is flattened on the device
+    const lazy = g.isLazy || (g as unknown as Tensor).is_pending || this.device === "cuda";
     if (!lazy && !(prev !== null && (prev as Tensor).is_pending)) return this.fileEager(p, b, i, g as unknown as Tensor, prev);
     // lazy: a tensor we own, rebound to its averaged slice when the bucket is complete
     const total = (prev !== null ? (g as any).add(prev) : g) as AnyGrad;
@@ -249,7 +261,8 @@ export class DistributedDataParallel<M extends Module> extends Module {
   private reduceLazy(b: Bucket): void {
     const gs = b.lazy as AnyGrad[];
     const flat = cat(gs.map((g) => g.reshape([-1])), 0);
-    const avg = flat._apply(ops.all_reduce, [], { op: "avg", src: 0, check: false });
+    const a: ops.CollectiveAttrs = this.device ? { op: "avg", src: 0, check: false, device: this.device } : { op: "avg", src: 0, check: false };
+    const avg = onDevice(flat, "all_reduce", a) ?? flat._apply(ops.all_reduce, [], a);
     no_grad(() => gs.forEach((g, i) => g.copy_(avg.narrow(0, b.offsets[i]!, numel(g.shape)).reshape([...g.shape]))));
     b.clear();
   }
