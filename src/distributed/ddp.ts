@@ -18,17 +18,19 @@
  *   - Lazy gradients (execution mode "lazy": the one-plan training step): the bucket is
  *     cat(grads) → all_reduce(avg) → views back, recorded in the step's graph; its plan runs the
  *     collective as one instruction (ops.ts). No overlap inside the plan: the instruction blocks.
- *   - Parameters on device "cuda" (backend "nccl"; "mpi" refuses them at construction): the
- *     bucket is flattened, averaged and unflattened on the device, as the lazy path does it; an
- *     eager bucket's all-reduce runs on NCCL on the flat device buffer when the bucket is full
- *     (collectives.ts onDevice), with no overlap across buckets (each NCCL call completes before
- *     the next hook runs).
+ *   - Parameters on device "cuda" (backend "nccl"; "mpi" refuses them at construction): eager
+ *     gradients are copied into slices of one flat device buffer when the bucket is full, which is
+ *     averaged by NCCL in place on the device (collectives.ts onDevice) and copied back into each
+ *     gradient; lazy gradients take the lazy path above (the plan's collective instruction is
+ *     staged through the host: ops.ts). No overlap across buckets: each NCCL call completes
+ *     before the next hook runs.
  * - `no_sync()` (a `using` guard): forwards inside it skip the reduction and gradients accumulate
  *   locally in `.grad`; the next synchronized backward reduces the accumulated sum.
  * Source: Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel Training"
  * (bucketing, overlap, no_sync); torch/nn/parallel/distributed.py.
  */
 import { no_grad } from "../autograd/grad_mode.ts";
+import { cudaBackend } from "../backends/cuda/index.ts";
 import { cat } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
@@ -258,9 +260,19 @@ export class DistributedDataParallel<M extends Module> extends Module {
     this.resetStep();
   }
 
+  /**
+   * Eager cuda gradients flattened into one new device buffer by device copies into its slices
+   * (the CUDA backend has no `cat` kernel: cat would read every gradient back to the host).
+   */
+  private flatOnDevice(b: Bucket, gs: Tensor[]): Tensor {
+    const flat = new Tensor(cudaBackend().alloc(b.dtype, [b.numel]), "cuda"); // every element is written below
+    no_grad(() => gs.forEach((g, i) => flat.narrow(0, b.offsets[i]!, numel(g.shape)).copy_(g.reshape([-1]))));
+    return flat;
+  }
+
   private reduceLazy(b: Bucket): void {
     const gs = b.lazy as AnyGrad[];
-    const flat = cat(gs.map((g) => g.reshape([-1])), 0);
+    const flat = this.device === "cuda" && gs.every((g) => g instanceof Tensor) ? this.flatOnDevice(b, gs as unknown as Tensor[]) : cat(gs.map((g) => g.reshape([-1])), 0);
     const a: ops.CollectiveAttrs = this.device ? { op: "avg", src: 0, check: false, device: this.device } : { op: "avg", src: 0, check: false };
     const avg = onDevice(flat, "all_reduce", a) ?? flat._apply(ops.all_reduce, [], a);
     no_grad(() => gs.forEach((g, i) => g.copy_(avg.narrow(0, b.offsets[i]!, numel(g.shape)).reshape([...g.shape]))));

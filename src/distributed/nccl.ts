@@ -64,6 +64,8 @@ const CUDART_SYMBOLS = {
   cudaMemcpy: { args: ["ptr", "ptr", "u64", "i32"], returns: "i32" },
   cudaDeviceSynchronize: { args: [], returns: "i32" },
   cudaStreamQuery: { args: ["ptr"], returns: "i32" },
+  // (cudaPointerAttributes* attr, const void* ptr): { int type; int device; void* devicePointer; void* hostPointer; }
+  cudaPointerGetAttributes: { args: ["ptr", "ptr"], returns: "i32" },
   cudaGetErrorString: { args: ["i32"], returns: "ptr" },
 } as const;
 
@@ -223,6 +225,22 @@ export class NcclWorld {
 
   private usable(what: string): void {
     if (this.aborted || this.destroyed) throw new LoomDistributedError(`[${what}] rank ${this.rank}: the NCCL communicator was ${this.aborted ? "aborted after a failed collective" : "destroyed"}`);
+  }
+
+  /**
+   * Check that device address `addr` lives on this rank's device (cudaPointerGetAttributes): a
+   * cuda tensor made before init_process_group may sit on another GPU than the communicator's.
+   * @throws LoomDistributedError naming both devices
+   */
+  checkDevice(addr: Pointer, what: string): void {
+    const attr = new Int32Array(16); // cudaPointerAttributes: 24 bytes in CUDA 11+
+    attr[1] = -1;
+    if (this.lib.cudart.cudaPointerGetAttributes(attr, addr) !== 0) return; // not ours to judge (the collective reports it)
+    if (attr[1]! >= 0 && attr[1] !== this.device) {
+      throw new LoomDistributedError(
+        `[${what}] rank ${this.rank}: the tensor is on CUDA device ${attr[1]} but this rank's NCCL communicator is on device ${this.device}: call init_process_group({ backend: "nccl" }) before making cuda tensors (it sets LOOM_CUDA_DEVICE), or set LOOM_CUDA_DEVICE for every rank`,
+      );
+    }
   }
 
   /** recv ← op over ranks of send (`count` elements; recv may equal send). */

@@ -81,6 +81,7 @@ export function ncclCollective(world: NcclWorld, kind: NcclCollective, x: Tensor
   if (n === 0) return out;
   be.synchronize(); // the producers of x (on the backend's stream) are done before NCCL reads it
   const send = src.storage.addrOf(src.offset), recv = out.storage.addrOf(0);
+  world.checkDevice(send, what);
   switch (kind) {
     case "all_reduce":
       world.all_reduce(send, recv, n, ncclDtype(x.dtype, what, true), ncclOp(a.op, world.lib.version, what), what);

@@ -92,7 +92,7 @@ test("ncclDtype / ncclOp / collectiveShape: nccl.h's codes; int64 moves as float
 });
 
 /** A fake libnccl + libcudart recording calls; `rc` and `query` script the results. */
-function fakeLib(script: { rc?: Record<string, number>; query?: () => number; asyncError?: number } = {}) {
+function fakeLib(script: { rc?: Record<string, number>; query?: () => number; asyncError?: number; ptrDevice?: number } = {}) {
   const calls: [string, ...unknown[]][] = [];
   const rc = (name: string, ...args: unknown[]) => {
     calls.push([name, ...args]);
@@ -115,7 +115,8 @@ function fakeLib(script: { rc?: Record<string, number>; query?: () => number; as
     },
     cudart: {
       cudaGetDeviceCount: () => 0, cudaSetDevice: (d: number) => rc("cudaSetDevice", d), cudaMalloc: () => 0, cudaFree: () => 0, cudaMemcpy: () => 0,
-      cudaDeviceSynchronize: () => 0, cudaStreamQuery: () => script.query?.() ?? 0, cudaGetErrorString: (code: number) => 2000 + code,
+      cudaDeviceSynchronize: () => 0, cudaStreamQuery: () => script.query?.() ?? 0,
+      cudaPointerGetAttributes: (a: Int32Array, _p: number) => { a[0] = 2; a[1] = script.ptrDevice ?? 1; return 0; }, cudaGetErrorString: (code: number) => 2000 + code,
     },
     initRankAddress: 4242, version: 21803, devices: 2,
     cstring: (p: number | null) => (p !== null && p >= 2000 ? `cuda-err-${p - 2000}` : `nccl-err-${(p ?? 0) - 1000}`),
@@ -197,6 +198,13 @@ describe("NcclWorld over a fake NCCL", () => {
     expect(e.message).toContain("[DistributedDataParallel] rank 0: NCCL collective not complete after");
     expect(calls.filter((x) => x[0] === "ncclCommAbort")).toEqual([["ncclCommAbort", w.comm]]);
     expect(thrown(() => w.all_reduce(1, 1, 1, 7, 0)).message).toBe("[all_reduce] rank 0: the NCCL communicator was aborted after a failed collective");
+  });
+
+  test("checkDevice: a buffer on another GPU than the communicator's is a LoomDistributedError naming both", () => {
+    new NcclWorld(fakeLib({ ptrDevice: 1 }).lib, worldOpts()).checkDevice(64, "all_reduce"); // device 1 == world's
+    const e = thrown(() => new NcclWorld(fakeLib({ ptrDevice: 0 }).lib, worldOpts()).checkDevice(64, "all_reduce"));
+    expect(e).toBeInstanceOf(LoomDistributedError);
+    expect(e.message).toStartWith("[all_reduce] rank 0: the tensor is on CUDA device 0 but this rank's NCCL communicator is on device 1");
   });
 
   test("an asynchronous NCCL error or a dead peer while waiting: abort, then the error", () => {
