@@ -16,7 +16,7 @@ import { cudaBackend } from "../backends/cuda/index.ts";
 import type { CudaBackend } from "../backends/cuda/backend.ts";
 import { isCuda, type CudaData } from "../backends/cuda/storage.ts";
 import { OPS } from "../graph/registry.ts";
-import { LoomShapeError, fmtShape } from "../tensor/errors.ts";
+import { LoomDtypeError, LoomShapeError, fmtShape } from "../tensor/errors.ts";
 import { isContiguous, numel } from "../tensor/shape.ts";
 import type { TensorData } from "../tensor/storage.ts";
 import { LoomDistributedError } from "./errors.ts";
@@ -73,6 +73,9 @@ function denseOnDevice(be: CudaBackend, x: TensorData): CudaData {
  *   NCCL cannot reduce, LoomValueError when the cuda device cannot be opened
  */
 export function ncclCollective(world: NcclWorld, kind: NcclCollective, x: TensorData, a: { op: ReduceOpName; src: number }, what: string = kind): CudaData {
+  if (a.op === "avg" && (kind === "all_reduce" || kind === "reduce_scatter") && x.dtype !== "float32" && x.dtype !== "float64") {
+    throw new LoomDtypeError(`[${what}] ReduceOp.AVG needs float32 or float64, got ${x.dtype}`); // as the MPI path (ops.ts)
+  }
   const be = cudaBackend();
   const outShape = collectiveShape(kind, x.shape, world.size);
   const src = denseOnDevice(be, x);

@@ -79,7 +79,7 @@ export function init_process_group(opts: InitOptions = {}): ProcessGroup {
     process.env.LOOM_CUDA_DEVICE = String(device);
     nccl = new NcclWorld(ncclLib, {
       rank: w.rank, size: w.size, device,
-      shareId: (id) => { if (w.size > 1) w.wait(w.ibcast(id, "uint8", 0, "init_process_group (ncclUniqueId)")); },
+      shareId: shareOverMpi(w),
       initRank: (fn, comm, nranks, id, rank) => native.sym.loom_nccl_comm_init_rank(fn, comm, nranks, id, rank),
       timeout_ms: () => w.timeout_ms,
       checkPeers: (what) => w.checkPeers(what),
@@ -87,6 +87,13 @@ export function init_process_group(opts: InitOptions = {}): ProcessGroup {
   }
   group = { backend, rank: world.rank, size: world.size, mpi: world, nccl };
   return group;
+}
+
+/** Rank 0's ncclUniqueId (128 bytes) to every rank of `w`, in place (MPI_Ibcast of uint8, waited with w's deadline). */
+export function shareOverMpi(w: MpiComm): (id: Uint8Array) => void {
+  return (id) => {
+    if (w.size > 1) w.wait(w.ibcast(id, "uint8", 0, "init_process_group (ncclUniqueId)"));
+  };
 }
 
 /** Whether init_process_group has run (and destroy_process_group not since). */

@@ -13,7 +13,7 @@ import { describe, expect, test } from "bun:test";
 import { loadNative } from "../../src/backends/native/ffi.ts";
 import { LoomCollectiveTimeoutError, LoomDistributedError, LoomRankFailedError } from "../../src/distributed/errors.ts";
 import { NCCL_UNIQUE_ID_BYTES, ncclDeviceIndex, ncclDtype, NcclWorld, type NcclLib, type NcclWorldOptions } from "../../src/distributed/nccl.ts";
-import { collectiveShape, collectiveTransport, ncclOp } from "../../src/distributed/nccl_tensor.ts";
+import { collectiveShape, collectiveTransport, ncclCollective, ncclOp } from "../../src/distributed/nccl_tensor.ts";
 import { LoomDtypeError, LoomShapeError } from "../../src/tensor/errors.ts";
 import { thrown } from "../thrown.ts";
 
@@ -89,6 +89,13 @@ test("ncclDtype / ncclOp / collectiveShape: nccl.h's codes; int64 moves as float
   expect(collectiveShape("reduce_scatter", [4, 3], 4)).toEqual([3]);
   expect(collectiveShape("all_reduce", [2, 3], 4)).toEqual([2, 3]);
   expect(thrown(() => collectiveShape("reduce_scatter", [3, 3], 4))).toBeInstanceOf(LoomShapeError);
+});
+
+test("ncclCollective: AVG of an integer tensor is a LoomDtypeError before any device work (as on MPI)", () => {
+  const x = { dtype: "int32", shape: [2], strides: [1], offset: 0, data: new Int32Array([1, 2]) } as const;
+  const e = thrown(() => ncclCollective({ size: 2 } as NcclWorld, "all_reduce", x, { op: "avg", src: 0 }));
+  expect(e).toBeInstanceOf(LoomDtypeError);
+  expect(e.message).toBe("[all_reduce] ReduceOp.AVG needs float32 or float64, got int32");
 });
 
 /** A fake libnccl + libcudart recording calls; `rc` and `query` script the results. */
