@@ -11,7 +11,6 @@ import { report } from "../helpers.ts";
 
 const g = dist.init_process_group({ backend: "nccl" });
 const rank = dist.get_rank(), world = dist.get_world_size();
-const f32 = { dtype: "float32" } as const;
 const cu = (v: number[] | number[][], dtype: "float32" | "int64" = "float32"): Tensor => tensor(v, { dtype }).to("cuda");
 const x = () => cu([1, 2, 3]).mul(rank + 1);
 const r: Record<string, unknown> = { world, backend: dist.get_backend(), device: g.nccl?.device };
@@ -39,4 +38,3 @@ r.grad = w.grad!.tolist(); // all_reduce of the gradient [1, 1, 2]
 dist.barrier();
 dist.destroy_process_group();
 report(rank, r);
-void f32;
