@@ -18,12 +18,19 @@
  *   - Lazy gradients (execution mode "lazy": the one-plan training step): the bucket is
  *     cat(grads) → all_reduce(avg) → views back, recorded in the step's graph; its plan runs the
  *     collective as one instruction (ops.ts). No overlap inside the plan: the instruction blocks.
+ *   - Parameters on device "cuda" (backend "nccl"; "mpi" refuses them at construction): eager
+ *     gradients are copied into slices of one flat device buffer when the bucket is full, which is
+ *     averaged by NCCL in place on the device (collectives.ts onDevice) and copied back into each
+ *     gradient; lazy gradients take the lazy path above (the plan's collective instruction is
+ *     staged through the host: ops.ts). No overlap across buckets: each NCCL call completes
+ *     before the next hook runs.
  * - `no_sync()` (a `using` guard): forwards inside it skip the reduction and gradients accumulate
  *   locally in `.grad`; the next synchronized backward reduces the accumulated sum.
  * Source: Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel Training"
  * (bucketing, overlap, no_sync); torch/nn/parallel/distributed.py.
  */
 import { no_grad } from "../autograd/grad_mode.ts";
+import { cudaBackend } from "../backends/cuda/index.ts";
 import { cat } from "../lazy/functional.ts";
 import type { TensorOps } from "../lazy/surface.ts";
 import { Tensor } from "../lazy/tensor.ts";
@@ -33,8 +40,9 @@ import { allocArray, type DType, type TypedArray } from "../tensor/dtype.ts";
 import { LoomValueError } from "../tensor/errors.ts";
 import { contiguousStrides, numel } from "../tensor/shape.ts";
 import { toContiguous } from "../tensor/storage.ts";
-import { broadcast } from "./collectives.ts";
+import { broadcast, onDevice } from "./collectives.ts";
 import type { MpiRequest } from "./mpi.ts";
+import { collectiveTransport } from "./nccl_tensor.ts";
 import * as ops from "./ops.ts";
 import { default_group, type ProcessGroup } from "./process_group.ts";
 
@@ -93,6 +101,8 @@ export class DistributedDataParallel<M extends Module> extends Module {
   private readonly group: ProcessGroup;
   private readonly buckets: Bucket[];
   private readonly where = new Map<Parameter, [Bucket, number]>();
+  /** "cuda" when the parameters are CUDA tensors (buckets reduced on the device over NCCL), else undefined. */
+  private readonly device: string | undefined;
   private syncThisStep = true;
   private launched = 0;
   /** Buckets of this eager step whose all-reduce completed while backward still ran (reset by resetStep). */
@@ -115,6 +125,9 @@ export class DistributedDataParallel<M extends Module> extends Module {
     for (const [, p] of named) for (const s of [...p.shape, -1]) h = (Math.imul(h, 31) + s) | 0;
     for (const [, p] of named) total += p.numel();
     ops.checkAcrossRanks(this.group.mpi, "DistributedDataParallel", { shape: [named.length, total, h], dtype: "float32" }, 0);
+    const devices = [...new Set(named.map(([, p]) => p.device))];
+    if (devices.length > 1 && devices.includes("cuda")) throw new LoomValueError(`[DistributedDataParallel] parameters on several devices (${devices.join(", ")}): DDP needs every parameter on one device`);
+    this.device = collectiveTransport(this.group.backend, devices[0], "DistributedDataParallel") === "nccl" ? "cuda" : undefined;
     no_grad(() => {
       for (const p of module.parameters()) broadcast(p, 0);
       if (opts.broadcast_buffers ?? true) for (const b of module.buffers()) broadcast(b, 0);
@@ -195,7 +208,8 @@ export class DistributedDataParallel<M extends Module> extends Module {
     if (!this.syncThisStep || this.group.size === 1) return; // a world of one: nothing to average
     const [b, i] = this.where.get(p)!;
     const prev = p.grad;
-    const lazy = g.isLazy || (g as unknown as Tensor).is_pending;
+    // cuda parameters take the tensor path too: their bucket is flattened on the device
+    const lazy = g.isLazy || (g as unknown as Tensor).is_pending || this.device === "cuda";
     if (!lazy && !(prev !== null && (prev as Tensor).is_pending)) return this.fileEager(p, b, i, g as unknown as Tensor, prev);
     // lazy: a tensor we own, rebound to its averaged slice when the bucket is complete
     const total = (prev !== null ? (g as any).add(prev) : g) as AnyGrad;
@@ -246,10 +260,21 @@ export class DistributedDataParallel<M extends Module> extends Module {
     this.resetStep();
   }
 
+  /**
+   * Eager cuda gradients flattened into one new device buffer by device copies into its slices
+   * (the CUDA backend has no `cat` kernel: cat would read every gradient back to the host).
+   */
+  private flatOnDevice(b: Bucket, gs: Tensor[]): Tensor {
+    const flat = new Tensor(cudaBackend().alloc(b.dtype, [b.numel]), "cuda"); // every element is written below
+    no_grad(() => gs.forEach((g, i) => flat.narrow(0, b.offsets[i]!, numel(g.shape)).copy_(g.reshape([-1]))));
+    return flat;
+  }
+
   private reduceLazy(b: Bucket): void {
     const gs = b.lazy as AnyGrad[];
-    const flat = cat(gs.map((g) => g.reshape([-1])), 0);
-    const avg = flat._apply(ops.all_reduce, [], { op: "avg", src: 0, check: false });
+    const flat = this.device === "cuda" && gs.every((g) => g instanceof Tensor) ? this.flatOnDevice(b, gs as unknown as Tensor[]) : cat(gs.map((g) => g.reshape([-1])), 0);
+    const a: ops.CollectiveAttrs = this.device ? { op: "avg", src: 0, check: false, device: this.device } : { op: "avg", src: 0, check: false };
+    const avg = onDevice(flat, "all_reduce", a) ?? flat._apply(ops.all_reduce, [], a);
     no_grad(() => gs.forEach((g, i) => g.copy_(avg.narrow(0, b.offsets[i]!, numel(g.shape)).reshape([...g.shape]))));
     b.clear();
   }

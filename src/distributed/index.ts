@@ -11,6 +11,7 @@ export {
 } from "./collectives.ts";
 export { LoomDistributedError, LoomRankFailedError, LoomCollectiveTimeoutError } from "./errors.ts";
 export { launch, mpirun_command, has_mpirun } from "./launch.ts";
-export { loadNccl, NcclComm, nccl_smoke } from "./nccl.ts";
+export { loadNccl, NcclComm, NcclWorld, nccl_smoke } from "./nccl.ts";
+export { collectiveTransport } from "./nccl_tensor.ts";
 export { DistributedDataParallel, type DDPOptions, type DDPStepStats } from "./ddp.ts";
 export { ColumnParallelLinear, RowParallelLinear, type ParallelLinearOptions } from "./tensor_parallel.ts";

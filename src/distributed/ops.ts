@@ -22,6 +22,13 @@
  * instead of MPI reading past a buffer or deadlocking (`check: false` skips it, as DDP's fixed
  * buckets do).
  *
+ * Tensors on device "cuda" (backend "nccl", nccl_tensor.ts): the CUDA backend has no kernel for
+ * these ops either, so it runs their reference on read-back inputs and uploads the result; the
+ * reference sees `attrs.device === "cuda"` and runs the collective on NCCL (uploaded, NCCL,
+ * read back). The eager in-place collectives on cuda tensors skip that staging
+ * (collectives.ts: NCCL on the tensor's own buffer). Under backend "mpi" a "cuda" tensor is a
+ * LoomDistributedError (collectiveTransport).
+ *
  * Gradients follow torch.distributed.nn.functional: all_reduce's is all_reduce of the gradient,
  * all_gather's is reduce_scatter, reduce_scatter's is all_gather, broadcast's is the sum of the
  * gradients on the source rank (zero elsewhere). Megatron-LM's region functions
@@ -34,7 +41,8 @@ import { LoomDtypeError, LoomShapeError, LoomValueError, fmtShape } from "../ten
 import { numel } from "../tensor/shape.ts";
 import { toContiguous, type TensorData } from "../tensor/storage.ts";
 import type { MpiComm, MpiReduce } from "./mpi.ts";
-import { default_group, type ReduceOpName } from "./process_group.ts";
+import { collectiveTransport, ncclCollectiveInto, type NcclCollective } from "./nccl_tensor.ts";
+import { default_group, type ProcessGroup, type ReduceOpName } from "./process_group.ts";
 
 export interface CollectiveAttrs {
   /** all_reduce / reduce_scatter: the reduction. */
@@ -45,6 +53,8 @@ export interface CollectiveAttrs {
   readonly check: boolean;
   /** Megatron region ops: which side communicates ("forward": reduce in forward; "backward": in backward). */
   readonly side?: "forward" | "backward";
+  /** The tensor's device ("cuda": NCCL under backend "nccl"; absent: a host tensor, MPI). */
+  readonly device?: string;
 }
 
 const KINDS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "copy_to_parallel_region", "reduce_from_parallel_region", "gather_from_parallel_region"] as const;
@@ -94,9 +104,28 @@ export function checkAcrossRanks(comm: MpiComm, what: string, meta: Meta, extra:
   throw new LoomShapeError(`[${what}] tensors differ across ranks: ${Array.from({ length: comm.size }, (_, r) => desc(r)).join("; ")}`);
 }
 
+/**
+ * The cross-rank check of one collective call (when `a.check`): the reduction's code, or the
+ * broadcast root, is compared with the shape and dtype.
+ */
+export function checkCall(g: ProcessGroup, what: string, x: Meta, a: CollectiveAttrs): void {
+  if (a.check) checkAcrossRanks(g.mpi, what, x, what === "broadcast" ? a.src : what === "all_gather" ? 0 : OPS_CODE[a.op]);
+}
+
+/**
+ * Run the collective on NCCL when x's device asks for it (writing `out`); false for MPI.
+ * @throws LoomDistributedError for a "cuda" tensor under backend "mpi"
+ */
+function onNccl(g: ProcessGroup, kind: NcclCollective, what: string, x: TensorData, a: CollectiveAttrs, out: TensorData): boolean {
+  if (collectiveTransport(g.backend, a.device, what) !== "nccl") return false;
+  ncclCollectiveInto(g.nccl!, kind, x, a, out, what);
+  return true;
+}
+
 function runAllReduce(what: string, x: TensorData, a: CollectiveAttrs, out: TensorData): void {
   const g = default_group(what);
-  if (a.check) checkAcrossRanks(g.mpi, what, x, OPS_CODE[a.op]);
+  checkCall(g, what, x, a);
+  if (onNccl(g, "all_reduce", what, x, a, out)) return;
   const buf = dense(out);
   buf.set(contiguousArray(x));
   const op = mpiOp(what, a.op, x.dtype);
@@ -134,13 +163,14 @@ export const broadcast: KernelOp<CollectiveAttrs> = defineOp<CollectiveAttrs, Ke
   ref: ([x], a, out) => {
     const g = default_group("broadcast");
     if (!(Number.isInteger(a.src) && a.src >= 0 && a.src < g.size)) throw new LoomValueError(`[broadcast] src ${a.src} is not a rank of a world of ${g.size}`);
-    if (a.check) checkAcrossRanks(g.mpi, "broadcast", x!, a.src);
+    checkCall(g, "broadcast", x!, a);
+    if (onNccl(g, "broadcast", "broadcast", x!, a, out)) return;
     const buf = dense(out);
     buf.set(contiguousArray(x!));
     if (g.size > 1) g.mpi.wait(g.mpi.ibcast(buf, x!.dtype, a.src, "broadcast"));
   },
   grad: (g, _ins, _out, a) => {
-    const s = g._apply(all_reduce, [], { op: "sum", src: 0, check: a.check });
+    const s = g._apply(all_reduce, [], { op: "sum", src: 0, check: a.check, device: a.device });
     return [s.mul(default_group("broadcast").rank === a.src ? 1 : 0)];
   },
 });
@@ -157,7 +187,8 @@ export const all_gather: KernelOp<CollectiveAttrs> = defineOp<CollectiveAttrs, K
   describe: (a) => (a.check ? "" : "unchecked"),
   ref: ([x], a, out) => {
     const g = default_group("all_gather");
-    if (a.check) checkAcrossRanks(g.mpi, "all_gather", x!, 0);
+    checkCall(g, "all_gather", x!, a);
+    if (onNccl(g, "all_gather", "all_gather", x!, a, out)) return;
     const send = contiguousArray(x!).slice(); // its own array: MPI must not read the output it writes
     const buf = dense(out);
     if (g.size > 1) g.mpi.wait(g.mpi.iallgather(send, buf, x!.dtype, "all_gather"));
@@ -183,7 +214,8 @@ export const reduce_scatter: KernelOp<CollectiveAttrs> = defineOp<CollectiveAttr
   describe: (a) => `op=${a.op}${a.check ? "" : " unchecked"}`,
   ref: ([x], a, out) => {
     const g = default_group("reduce_scatter");
-    if (a.check) checkAcrossRanks(g.mpi, "reduce_scatter", x!, OPS_CODE[a.op]);
+    checkCall(g, "reduce_scatter", x!, a);
+    if (onNccl(g, "reduce_scatter", "reduce_scatter", x!, a, out)) return;
     const send = contiguousArray(x!);
     const buf = dense(out);
     const op = mpiOp("reduce_scatter", a.op, x!.dtype);

@@ -1,13 +1,16 @@
 /**
  * The default process group (torch.distributed's init_process_group / get_rank / get_world_size /
- * is_initialized / destroy_process_group). Backends: "mpi" (Open MPI through bun:ffi, mpi.ts; CPU
- * tensors) and "nccl" (libnccl through bun:ffi, nccl.ts; device memory). Started by mpirun
- * (`bun src/distributed/launch.ts -np 2 script.ts`) or alone (a world of one: MPI's singleton init).
+ * is_initialized / destroy_process_group). Backends: "mpi" (Open MPI through bun:ffi, mpi.ts; host
+ * tensors) and "nccl" (libnccl through bun:ffi, nccl.ts: tensors on device "cuda"; host tensors
+ * still go over MPI, which also carries NCCL's unique id and the cross-rank shape checks). Started
+ * by mpirun (`bun src/distributed/launch.ts -np 2 script.ts`) or alone (a world of one: MPI's
+ * singleton init).
  */
 import { LoomValueError } from "../tensor/errors.ts";
 import { LoomDistributedError } from "./errors.ts";
 import { loadMpi, MpiComm } from "./mpi.ts";
-import { loadNccl, type NcclLib } from "./nccl.ts";
+import { loadNative } from "../backends/native/ffi.ts";
+import { loadNccl, ncclDeviceIndex, NcclWorld } from "./nccl.ts";
 
 export type DistBackend = "mpi" | "nccl";
 
@@ -23,16 +26,16 @@ export interface InitOptions {
 }
 
 /**
- * The default group: the MPI world. With backend "nccl" libnccl is loaded too (for device
- * memory, nccl.ts); Loom has no CUDA tensors yet, so tensor collectives still run over MPI.
+ * The default group: the MPI world, and with backend "nccl" an NCCL communicator over the same
+ * ranks, one CUDA device per rank (nccl_tensor.ts picks the transport per tensor device).
  */
 export interface ProcessGroup {
   readonly backend: DistBackend;
   readonly rank: number;
   readonly size: number;
   readonly mpi: MpiComm;
-  /** libnccl, for backend "nccl". */
-  readonly nccl: NcclLib | null;
+  /** The NCCL communicator, for backend "nccl" (its `device`: this rank's CUDA device). */
+  readonly nccl: NcclWorld | null;
 }
 
 let group: ProcessGroup | null = null;
@@ -41,7 +44,16 @@ let world: MpiComm | null = null;
 
 /**
  * Initialize the default process group (torch.distributed.init_process_group).
- * @throws LoomDistributedError when libmpi (or libnccl for "nccl") cannot be loaded, or MPI was finalized
+ *
+ * Backend "nccl": this rank's CUDA device is `LOOM_CUDA_DEVICE` when set, else the local rank
+ * (`LOCAL_RANK`, else Open MPI's `OMPI_COMM_WORLD_LOCAL_RANK`) modulo the visible devices, as
+ * torch scripts call `torch.cuda.set_device(LOCAL_RANK)`. `LOOM_CUDA_DEVICE` is then set to it,
+ * so the "cuda" device (src/backends/cuda, which opens `LOOM_CUDA_DEVICE` on first use) is the
+ * same GPU: call init_process_group before making the first cuda tensor. Rank 0's ncclUniqueId
+ * is broadcast over MPI and every rank calls ncclCommInitRank (blocking until all ranks join).
+ * @throws LoomDistributedError when libmpi (or, for "nccl", libnccl, libcudart, a CUDA device or
+ *   the CPU shim that wraps ncclCommInitRank) cannot be loaded, when NCCL fails (with
+ *   ncclGetErrorString), or MPI was finalized
  * @throws LoomValueError for an unknown backend, or a second init without destroy_process_group
  */
 export function init_process_group(opts: InitOptions = {}): ProcessGroup {
@@ -50,20 +62,38 @@ export function init_process_group(opts: InitOptions = {}): ProcessGroup {
   if (group) throw new LoomValueError("[init_process_group] trying to initialize the default process group twice!");
   const timeout = opts.timeout ?? Number(process.env.LOOM_DIST_TIMEOUT_MS ?? 300_000);
   if (!(timeout > 0)) throw new LoomValueError(`[init_process_group] timeout must be positive milliseconds, got ${timeout}`);
-  let nccl: NcclLib | null = null;
-  if (backend === "nccl") {
-    const n = loadNccl();
-    if ("error" in n) throw new LoomDistributedError(`[init_process_group] backend nccl: ${n.error}`);
-    nccl = n;
-  }
+  const ncclLib = backend === "nccl" ? loadNccl() : null;
+  if (ncclLib && "error" in ncclLib) throw new LoomDistributedError(`[init_process_group] backend nccl: ${ncclLib.error}`);
+  const native = backend === "nccl" ? loadNative() : null;
+  if (native && "error" in native) throw new LoomDistributedError(`[init_process_group] backend nccl needs the native shim (loom_nccl_comm_init_rank): ${native.error}`);
   if (!world) {
     const lib = loadMpi();
     if ("error" in lib) throw new LoomDistributedError(`[init_process_group] backend ${backend}: ${lib.error}`);
     world = new MpiComm(lib, timeout);
   }
   world.timeout_ms = timeout;
+  let nccl: NcclWorld | null = null;
+  if (ncclLib && native && !("error" in ncclLib) && !("error" in native)) {
+    const w = world;
+    const device = ncclDeviceIndex(process.env, ncclLib.devices);
+    process.env.LOOM_CUDA_DEVICE = String(device);
+    nccl = new NcclWorld(ncclLib, {
+      rank: w.rank, size: w.size, device,
+      shareId: shareOverMpi(w),
+      initRank: (fn, comm, nranks, id, rank) => native.sym.loom_nccl_comm_init_rank(fn, comm, nranks, id, rank),
+      timeout_ms: () => w.timeout_ms,
+      checkPeers: (what) => w.checkPeers(what),
+    });
+  }
   group = { backend, rank: world.rank, size: world.size, mpi: world, nccl };
   return group;
+}
+
+/** Rank 0's ncclUniqueId (128 bytes) to every rank of `w`, in place (MPI_Ibcast of uint8, waited with w's deadline). */
+export function shareOverMpi(w: MpiComm): (id: Uint8Array) => void {
+  return (id) => {
+    if (w.size > 1) w.wait(w.ibcast(id, "uint8", 0, "init_process_group (ncclUniqueId)"));
+  };
 }
 
 /** Whether init_process_group has run (and destroy_process_group not since). */
@@ -97,10 +127,12 @@ export function get_backend(): DistBackend {
 }
 
 /**
- * Destroy the default group (MPI_Finalize at process exit: MPI cannot be initialized twice, so a
- * later init_process_group in the same process reuses the communicator).
+ * Destroy the default group: ncclCommDestroy for "nccl"; MPI_Finalize waits for process exit (MPI
+ * cannot be initialized twice, so a later init_process_group in the same process reuses the
+ * MPI communicator).
  */
 export function destroy_process_group(): void {
+  group?.nccl?.destroy();
   group = null;
 }
 

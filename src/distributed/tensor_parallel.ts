@@ -30,6 +30,7 @@ import { Parameter } from "../nn/parameter.ts";
 import { no_grad } from "../autograd/grad_mode.ts";
 import { LoomShapeError, LoomValueError, fmtShape } from "../tensor/errors.ts";
 import { CHECK_SHAPES } from "./collectives.ts";
+import { collectiveTransport } from "./nccl_tensor.ts";
 import * as ops from "./ops.ts";
 import { default_group } from "./process_group.ts";
 
@@ -42,7 +43,11 @@ export interface ParallelLinearOptions extends LinearOptions {
   _full?: { weight: Tensor; bias: Tensor | null };
 }
 
-const ATTRS = (): ops.CollectiveAttrs => ({ op: "sum", src: 0, check: CHECK_SHAPES });
+/** Region-op attributes for a tensor on `device` ("cuda": NCCL; LoomDistributedError under backend "mpi"). */
+const ATTRS = (device: string): ops.CollectiveAttrs =>
+  collectiveTransport(default_group("tensor parallel").backend, device, "tensor parallel") === "nccl"
+    ? { op: "sum", src: 0, check: CHECK_SHAPES, device }
+    : { op: "sum", src: 0, check: CHECK_SHAPES };
 
 function split(what: string, n: number, world: number, name: string): number {
   if (n % world !== 0) throw new LoomValueError(`[${what}] ${name}=${n} is not divisible by the world size ${world}`);
@@ -107,10 +112,10 @@ export class ColumnParallelLinear extends TensorModule {
     if (x.ndim === 0 || x.shape[x.ndim - 1] !== this.in_features) {
       throw new LoomShapeError(`[ColumnParallelLinear] input ${fmtShape(x.shape)} does not end in in_features=${this.in_features}`);
     }
-    const xp = x._apply(ops.copy_to_parallel_region, [], ATTRS());
+    const xp = x._apply(ops.copy_to_parallel_region, [], ATTRS(x.device));
     const y = linear(xp, lift(this.weight, x), lift(this.bias, x)); // [*, out / N]
     if (!this.gather_output) return y;
-    const all = y._apply(ops.gather_from_parallel_region, [], ATTRS()); // [N, *, out / N]
+    const all = y._apply(ops.gather_from_parallel_region, [], ATTRS(y.device)); // [N, *, out / N]
     const nd = all.ndim;
     const perm = [...Array.from({ length: nd - 2 }, (_, i) => i + 1), 0, nd - 1];
     return all.permute(perm).reshape([...x.shape.slice(0, -1), this.out_features]); // slices side by side
@@ -168,9 +173,9 @@ export class RowParallelLinear extends TensorModule {
     // Megatron's scatter_to_tensor_model_parallel_region: this rank's slice of the last dim. Its
     // backward must give every rank the whole gradient of the replicated x: each rank's gradient
     // is zero outside its slice, so copy_to_parallel_region's all-reduce assembles it.
-    const xr = this.input_is_parallel ? x : x._apply(ops.copy_to_parallel_region, [], ATTRS()).narrow(x.ndim - 1, this.rank * n, n);
+    const xr = this.input_is_parallel ? x : x._apply(ops.copy_to_parallel_region, [], ATTRS(x.device)).narrow(x.ndim - 1, this.rank * n, n);
     const partial = linear(xr, lift(this.weight, x)); // [*, out], this rank's share of the sum
-    const y = partial._apply(ops.reduce_from_parallel_region, [], ATTRS());
+    const y = partial._apply(ops.reduce_from_parallel_region, [], ATTRS(partial.device));
     return this.bias ? y.add(lift(this.bias, x)) : y;
   }
 
