@@ -7,12 +7,15 @@ import { set_grad_materializer } from "../autograd/engine.ts";
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { Node, toDot } from "../graph/node.ts";
 import type { OpDef, ViewOp } from "../graph/op.ts";
+import { patternDtype, type NormAttrs } from "../graph/passes/fused_ops.ts";
+import { FUSED_OPS } from "../graph/registry.ts";
+import { compilerOptions } from "../scheduler/options.ts";
 import type { CompiledPlan } from "../scheduler/plan.ts";
 import { planFor } from "../scheduler/realize.ts";
 import { flush, ownValue, retainValue } from "./deferred.ts";
-import type { DType } from "../tensor/dtype.ts";
+import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
-import type { TensorData } from "../tensor/storage.ts";
+import { scalarData, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
 import { TensorOps } from "./surface.ts";
 import { checkView, Tensor } from "./tensor.ts";
@@ -81,6 +84,33 @@ export class LazyTensor extends TensorOps<LazyTensor> {
   }
   protected _on(device: string, data: TensorData): LazyTensor {
     return new LazyTensor(Node.source(data), device);
+  }
+  /**
+   * rms_norm / layer_norm recorded as ONE fused_rms_norm / fused_layer_norm node where no gradient
+   * is recorded: the node the compiler's pattern pass would make of the decomposition (same
+   * inputs: x, the 0-d constants n and eps wrapped as the decomposition wraps them, w, b), so the
+   * plan and its bits are the same, and decoding records 1 node instead of about 10 per norm.
+   * The decomposition is recorded instead when a gradient is wanted (fused ops have no gradient
+   * rules), with `patterns: false`, for dtypes the pattern pass does not match, or when weight or
+   * bias is not x's dtype and the normalized shape (the pattern would not match either).
+   */
+  override _fusedNorm(kind: "rms_norm" | "layer_norm", dims: number, n: number, weight: LazyTensor | null, bias: LazyTensor | null, eps: number): LazyTensor | null {
+    if (!compilerOptions().patterns || !patternDtype(this.dtype) || dims < 1 || dims > this.ndim) return null;
+    const grad = is_grad_enabled();
+    const norm = this.shape.slice(this.ndim - dims);
+    for (const t of [this, weight, bias]) {
+      if (t === null) continue;
+      if ((grad && t.requires_grad) || t.device !== this.device || t.dtype !== this.dtype) return null;
+      if (t !== this && (t.ndim !== dims || t.shape.some((s, i) => s !== norm[i]))) return null;
+    }
+    const cn = Node.constant(scalarData(promoteWithScalar(this.dtype, n), n));
+    const ins = kind === "rms_norm" ? [this.node, cn] : [this.node, cn, cn, cn];
+    ins.push(Node.constant(scalarData(promoteWithScalar(this.dtype, eps), eps)));
+    if (weight) ins.push(weight.node);
+    if (bias) ins.push(bias.node);
+    const attrs: NormAttrs = { dims, has_weight: weight !== null, has_bias: bias !== null };
+    const op = kind === "rms_norm" ? FUSED_OPS.fused_rms_norm : FUSED_OPS.fused_layer_norm;
+    return new LazyTensor(new Node(op, ins, attrs, [...this.shape], this.dtype), this.device);
   }
   _data(): TensorData {
     // with the device's pending writes and retained values: one plan (deferred.ts)

@@ -34,11 +34,17 @@ export const permute: ViewOp<PermuteAttrs> = defineOp<PermuteAttrs, ViewOp<Permu
   kind: "view", arity: 1, name: "permute",
   shape: ([x], a) => {
     const n = x!.shape.length;
-    const seen = new Set(a.dims);
-    if (a.dims.length !== n || seen.size !== n || a.dims.some((d) => d < 0 || d >= n)) {
-      throw new LoomShapeError(`[permute] dims ${fmtShape(a.dims)} are not a permutation of the ${n} dims of a tensor of shape ${fmtShape(x!.shape)}`);
+    // a permutation: n dims, each in [0, n) once (flags in an array, not a Set: this runs per view recorded)
+    const seen = new Uint8Array(n);
+    let ok = a.dims.length === n;
+    const out = new Array<number>(n);
+    for (let i = 0; ok && i < n; i++) {
+      const d = a.dims[i]!;
+      if (!(d >= 0 && d < n) || seen[d] !== 0) ok = false;
+      else { seen[d] = 1; out[i] = x!.shape[d]!; }
     }
-    return a.dims.map((d) => x!.shape[d]!);
+    if (!ok) throw new LoomShapeError(`[permute] dims ${fmtShape(a.dims)} are not a permutation of the ${n} dims of a tensor of shape ${fmtShape(x!.shape)}`);
+    return out;
   },
   dtype: sameDtype,
   ref: (x, a) => viewOf(x, a.dims.map((d) => x.shape[d]!), a.dims.map((d) => x.strides[d]!), x.offset),

@@ -1,0 +1,68 @@
+/**
+ * Lazy layer_norm / rms_norm where no gradient is recorded are recorded as ONE fused node
+ * (LazyTensor._fusedNorm): the node the compiler's pattern pass makes of the decomposition. The
+ * plan is the same, so the values are the same bits as the recorded decomposition at "exact"
+ * (and as eager op by op on js); a gradient, `patterns: false` or a weight of another shape keeps
+ * the decomposition, whose gradient is checked against finite differences.
+ */
+import { describe, expect, test } from "bun:test";
+import * as loom from "../../src/index.ts";
+import type { Node } from "../../src/graph/node.ts";
+import { BACKENDS, useBackend } from "../backends.ts";
+
+type L = loom.LazyTensor;
+/** Op nodes (not leaves) reachable from a lazy tensor's node. */
+function opNodes(t: L): string[] {
+  const seen = new Set<Node>(), out: string[] = [];
+  const walk = (n: Node) => {
+    if (seen.has(n)) return;
+    seen.add(n);
+    if (n.op) out.push(n.op.name);
+    n.inputs.forEach(walk);
+  };
+  walk((t as unknown as { node: Node }).node);
+  return out;
+}
+const bits = (a: ArrayLike<number>) => Array.from(new Uint32Array(Float32Array.from(a).buffer));
+
+describe.each(BACKENDS)("lazy norms recorded fused on %s", (backend) => {
+  useBackend(backend);
+  loom.manual_seed(0);
+  const x = loom.randn([5, 7, 12]), w = loom.randn([12]), b = loom.randn([12]);
+
+  for (const kind of ["layer_norm", "rms_norm"] as const) {
+    const f = (t: any, wt: any, bt: any) => (kind === "layer_norm" ? loom.layer_norm(t, [12], wt, bt, 1e-5) : loom.rms_norm(t, [12], wt, 1e-5));
+    const fused = kind === "layer_norm" ? "fused_layer_norm" : "fused_rms_norm";
+
+    test(`${kind}: one ${fused} node under no_grad, the same bits as the recorded decomposition at "exact"`, () => {
+      loom.with_compiler_options({ tolerance: "exact" }, () => {
+        const y = loom.no_grad(() => f(x.lazy(), w.lazy(), b.lazy()) as L);
+        expect(opNodes(y)).toEqual([fused]);
+        const dec = loom.with_compiler_options({ patterns: false }, () => loom.no_grad(() => f(x.lazy(), w.lazy(), b.lazy()) as L));
+        expect(opNodes(dec).length).toBeGreaterThan(5); // the decomposition, op by op
+        const yv = y.eval().dataSync();
+        expect(bits(yv)).toEqual(bits(dec.eval().dataSync()));
+        if (backend === "js") expect(bits(yv)).toEqual(bits(loom.no_grad(() => f(x, w, b) as loom.Tensor).dataSync()));
+      });
+    });
+
+    test(`${kind}: a gradient to record, or a weight of another shape, keeps the decomposition`, () => {
+      const xg = x.clone().requires_grad_();
+      const y = f(xg.lazy(), w.lazy(), b.lazy()) as L;
+      expect(opNodes(y)).not.toContain(fused);
+      const wide = loom.no_grad(() => f(x.lazy(), w.view(1, 12).expand(7, 12).lazy(), b.lazy()) as L);
+      expect(opNodes(wide)).not.toContain(fused);
+      // the gradient of Σ y·c against a central difference in float64
+      const c = loom.randn([5, 7, 12]);
+      y.mul(c.lazy()).sum().backward();
+      const g = xg.grad!.dataSync();
+      const x64 = x.to("float64"), h = 1e-6;
+      const at = (i: number, s: number) => {
+        const v = x64.clone().view(-1);
+        v.index_put_([loom.tensor([i])], loom.tensor([x64.view(-1).dataSync()[i]! + s], { dtype: "float64" }));
+        return loom.no_grad(() => (f(v.view(5, 7, 12), w.to("float64"), b.to("float64")) as loom.Tensor).mul(c.to("float64")).sum().item());
+      };
+      for (const i of [0, 100, 419]) expect(g[i]!).toBeCloseTo((at(i, h) - at(i, -h)) / (2 * h), 3);
+    });
+  }
+});
