@@ -17,7 +17,7 @@ import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
 import { scalarData, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
-import { TensorOps } from "./surface.ts";
+import { mixed_lift, TensorOps } from "./surface.ts";
 import { checkView, Tensor } from "./tensor.ts";
 
 /**
@@ -103,11 +103,13 @@ export class LazyTensor extends TensorOps<LazyTensor> {
       if ((grad && t.requires_grad) || t.device !== this.device || t.dtype !== this.dtype) return null;
       if (t !== this && (t.ndim !== dims || t.shape.some((s, i) => s !== norm[i]))) return null;
     }
+    // an eager weight or bias (a plain forward using its parameters directly) is lifted as _apply lifts it
+    const lazy = (t: LazyTensor | Tensor): LazyTensor => (t.isLazy ? (t as LazyTensor) : mixed_lift.fn !== null ? mixed_lift.fn(t) as LazyTensor : (t as Tensor).lazy());
     const cn = Node.constant(scalarData(promoteWithScalar(this.dtype, n), n));
     const ins = kind === "rms_norm" ? [this.node, cn] : [this.node, cn, cn, cn];
     ins.push(Node.constant(scalarData(promoteWithScalar(this.dtype, eps), eps)));
-    if (weight) ins.push(weight.node);
-    if (bias) ins.push(bias.node);
+    if (weight) ins.push(lazy(weight).node);
+    if (bias) ins.push(lazy(bias).node);
     const attrs: NormAttrs = { dims, has_weight: weight !== null, has_bias: bias !== null };
     const op = kind === "rms_norm" ? FUSED_OPS.fused_rms_norm : FUSED_OPS.fused_layer_norm;
     return new LazyTensor(new Node(op, ins, attrs, [...this.shape], this.dtype), this.device);

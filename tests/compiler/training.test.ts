@@ -76,7 +76,9 @@ describe("GPT block forward", () => {
     expectKernels(plan, 10);
     expect(kernelNames(plan)).toEqual(["fused_layer_norm", "fused_matmul", "fused_matmul", "fused_matmul", "fused_attention",
       "fused_elementwise", "fused_matmul", "fused_layer_norm", "fused_matmul", "fused_matmul"]);
-    expect(plan.unfusedKernels).toBeGreaterThan(40);
+    // the recorded graph: the two layer norms are recorded as fused nodes already (no gradient is
+    // recorded: LazyTensor._fusedNorm), the rest op by op
+    expect(plan.unfusedKernels).toBeGreaterThan(25);
     expect(bits(y)).toEqual(bits(fwd(x, (k) => p.get(k)!)));
   });
 

@@ -43,6 +43,10 @@ describe.each(BACKENDS)("lazy norms recorded fused on %s", (backend) => {
         const yv = y.eval().dataSync();
         expect(bits(yv)).toEqual(bits(dec.eval().dataSync()));
         if (backend === "js") expect(bits(yv)).toEqual(bits(loom.no_grad(() => f(x, w, b) as loom.Tensor).dataSync()));
+        // eager weight and bias with a lazy x (a plain forward using its parameters directly): lifted
+        const mixed = loom.no_grad(() => f(x.lazy(), w, b) as L);
+        expect(opNodes(mixed)).toEqual([fused]);
+        expect(bits(mixed.eval().dataSync())).toEqual(bits(yv));
       });
     });
 
