@@ -113,6 +113,8 @@ cudaError_t lc_launch_lora_combine(cudaStream_t s, const ctensor *out, uint64_t 
 cudaError_t lc_quantized_linear(cudaStream_t s, int fmt, int transposed, int has_bias, const ctensor *out, const ctensor *ins);
 /** A 2-D view [rows, last dim] of x whose leading dims collapse into one stride; 0 if they do not (loom_cuda.cu). */
 int lc_as_rows(const ctensor *x, ctensor *r);
+/** A dense row-major [rows, cols] tensor of dtype dt at device address p (loom_cuda.cu). */
+ctensor lc_dense2(uint64_t p, int dt, int64_t rows, int64_t cols);
 /** 1 when cuBLAS was loaded (dlopen libcublas.so.13 / .12), its soname in *name. */
 int lc_cublas_load(cudaStream_t s, const char **name);
 /** Counters of matmul paths: [cuBLAS calls, tiled kernel launches]. */

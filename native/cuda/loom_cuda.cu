@@ -554,7 +554,7 @@ static ctensor transposed(const ctensor *m) {
   return t;
 }
 
-static ctensor dense2(uint64_t p, int dt, int64_t rows, int64_t cols) {
+ctensor lc_dense2(uint64_t p, int dt, int64_t rows, int64_t cols) {
   ctensor t = {};
   t.p = p;
   t.dt = dt;
@@ -581,7 +581,7 @@ static cudaError_t run_lora(const launch_t *L) {
   if ((e = cudaMallocAsync(&Y, ny, stream)) != cudaSuccess) return e;
   if ((e = cudaMallocAsync(&H, nh, stream)) != cudaSuccess) return e;
   if ((e = cudaMallocAsync(&D, ny, stream)) != cudaSuccess) return e;
-  ctensor Yt = dense2((uint64_t)Y, dt, M, N), Ht = dense2((uint64_t)H, dt, M, r), Dt = dense2((uint64_t)D, dt, M, N);
+  ctensor Yt = lc_dense2((uint64_t)Y, dt, M, N), Ht = lc_dense2((uint64_t)H, dt, M, r), Dt = lc_dense2((uint64_t)D, dt, M, N);
   ctensor Wt = transposed(&ins[1]), At = transposed(&ins[2]), Bt = transposed(&ins[3]);
   if (e == cudaSuccess) e = lc_matmul(stream, &x2, &Wt, &Yt);
   if (e == cudaSuccess) e = lc_matmul(stream, &x2, &At, &Ht);

@@ -94,19 +94,6 @@ __global__ void k_quant_gemv(int fmt, lq_view q, lq_view sc, int64_t K, int64_t 
   }
 }
 
-/** A dense row-major float32 [rows, cols] at device address p. */
-static ctensor dense_f32(const void *p, int64_t rows, int64_t cols) {
-  ctensor t = {};
-  t.p = (uint64_t)(uintptr_t)p;
-  t.dt = DT_F32;
-  t.nd = 2;
-  t.shape[0] = rows;
-  t.shape[1] = cols;
-  t.st[0] = cols;
-  t.st[1] = 1;
-  return t;
-}
-
 cudaError_t lc_quantized_linear(cudaStream_t s, int fmt, int transposed, int has_bias, const ctensor *out, const ctensor *ins) {
   const ctensor *x = &ins[0], *qw = &ins[1];
   const int scales = lq_has_scales(fmt);
@@ -129,7 +116,7 @@ cudaError_t lc_quantized_linear(cudaStream_t s, int fmt, int transposed, int has
       k_gather_f32<<<blocks_for(M * kin), 256, 0, s>>>(*x, X, M * kin);
       e = cudaGetLastError();
     }
-    x2 = dense_f32(X, M, kin);
+    x2 = lc_dense2((uint64_t)(uintptr_t)X, DT_F32, M, kin);
   }
   if (e == cudaSuccess && !transposed && M <= LQ_GEMV_M) {
     /* small M (decoding a token): W decoded in registers, never stored */
@@ -147,7 +134,7 @@ cudaError_t lc_quantized_linear(cudaStream_t s, int fmt, int transposed, int has
     }
     if (e == cudaSuccess) {
       /* forward: x [M, K] · Wᵀ (W's transpose as a view: strides [1, K]); transposed: x [M, N] · W */
-      ctensor w = dense_f32(W, N, K), yt = dense_f32(Y, M, kout);
+      ctensor w = lc_dense2((uint64_t)(uintptr_t)W, DT_F32, N, K), yt = lc_dense2((uint64_t)(uintptr_t)Y, DT_F32, M, kout);
       if (!transposed) {
         w.shape[0] = K; w.shape[1] = N;
         w.st[0] = 1; w.st[1] = K;
