@@ -122,7 +122,7 @@ enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T
   X(quantized_linear, k_quantized_linear) X(rotary_embedding, k_rotary_embedding)
 /* Native-only instructions (no registry op): catalog variants. */
 #define LOOM_NATIVE_OPS(X) X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32) \
-  X(fused_softmax_f32x, k_softmax_f32) X(matmul_f32acc, k_matmul_f32acc) \
+  X(fused_softmax_f32x, k_softmax_f32) X(matmul_f32acc, k_matmul_f32acc) X(fused_attention_f32x, k_fused_attention_f32x) \
   X(jit_call, k_jit_call)
 
 #define LOOM_ENUM_EW(n) OP_##n,
@@ -167,6 +167,10 @@ int k_fused_norm(const loom_instr *I);
 int k_fused_attention(const loom_instr *I);
 /* rows_f32.c: the bounded float32 row kernels (catalog implementations, src/backends/native/rows.ts) */
 int k_softmax_f32(const loom_instr *I);
+/** rows_f32.c: softmax of one float32 row with float32 exponentials (e: n floats of scratch). */
+void softmax_row_f32x(const float *v, float *out, float *e, int64_t n);
+/** fused.c: fused_attention in float32 (catalog native.fused_attention.f32x, src/backends/native/rows.ts). */
+int k_fused_attention_f32x(const loom_instr *I);
 int k_norm_f32(const loom_instr *I);
 /** A generated kernel (kernels/jit.c). */
 int k_jit_call(const loom_instr *I);

@@ -339,6 +339,135 @@ static void att_entries(void *vc, int64_t b0, int64_t b1) {
   }
 }
 
+/*
+ * fused_attention_f32x (catalog native.fused_attention.f32x, bound in src/backends/native/rows.ts):
+ * float32 q, kᵀ, v and output, a prologue of float32 add/sub/mul/div/neg/where/cast and bool
+ * logical_not/cast over the scores and float32/bool loads. The products are the exact kernel's
+ * (matmul_entry, the same bits); the prologue runs in float32 one op at a time over a whole row
+ * (+ − · / of float32 values rounded to float32 equal the exact kernel's double-then-round, so the
+ * softmax input has its bits); the softmax is rows_f32.c's softmax_row_f32x (float32
+ * exponentials, SOFTMAX_X_CONTRACT) instead of the exact kernel's double rows and libm exp.
+ */
+static void att_entries_f32x(void *vc, int64_t b0, int64_t b1) {
+  att_ctx *C = vc;
+  const loom_instr *I = C->I;
+  const prog_t *P = C->P;
+  int64_t L = C->L, S = C->S, pad = LOOM_PAD(S);
+  float *regs = loom_scratch(SCR_T0, (size_t)P->nregs * pad * 4);
+  float *sc = loom_scratch(SCR_T5, (size_t)(2 * L * S) * 4), *pm = sc + L * S;
+  float *e = loom_scratch(SCR_T6, (size_t)pad * 4);
+  const float *rp[64];
+  int lk[LOOM_MAXCODE > 2048 ? 2048 : LOOM_MAXCODE]; /* code index -> load index (C->lcode) */
+  for (int k = 0; k < C->nl; k++) lk[C->lcode[k]] = k;
+  int nd = P->nd;
+  int64_t two[2] = {L, S}, lo[2] = {L, C->Ev};
+  for (int64_t bi = b0; bi < b1; bi++) {
+    int64_t q = bi, qo = I->in[0].off, ko = I->in[1].off, vo = I->in[2].off;
+    int64_t base[256];
+    for (int k = 0; k < C->nl; k++) base[k] = C->lbase[k];
+    for (int d = C->nb - 1; d >= 0; d--) {
+      int64_t i = q % C->bshape[d];
+      q /= C->bshape[d];
+      if (!i) continue;
+      qo += i * C->sq[d]; ko += i * C->sk[d]; vo += i * C->sv[d];
+      for (int k = 0; k < C->nl; k++) base[k] += i * (int64_t)P->code[C->lcode[k]].st[d];
+    }
+    tdesc qm = mat2(&I->in[0], qo), km = mat2(&I->in[1], ko), vm = mat2(&I->in[2], vo);
+    tdesc scd = dense_desc(sc, DT_F32, 2, two), pmd = dense_desc(pm, DT_F32, 2, two);
+    matmul_entry(&qm, &km, &scd, C->nbatch);
+    for (int64_t i = 0; i < L; i++) {
+      for (int k = 0; k < P->ncode; k++) {
+        const pcode *c = &P->code[k];
+        float *own = regs + (size_t)c->dst * pad;
+        if (c->kind == PC_ACC) { rp[c->dst] = sc + i * S; continue; }
+        if (c->kind == PC_LOAD || c->kind == PC_CONST) {
+          const tdesc *t = &I->in[c->input];
+          int64_t at = base[lk[k]] + i * (int64_t)c->st[nd - 2], st = (int64_t)c->st[nd - 1];
+          if (t->dt == DT_F32) {
+            const float *p = (const float *)t->p + at;
+            if (st == 1) { rp[c->dst] = p; continue; } /* a contiguous row: read in place */
+            for (int64_t j = 0; j < S; j++) own[j] = p[j * st];
+          } else { /* bool (rows.ts admits no other load dtype) */
+            const uint8_t *p = (const uint8_t *)t->p + at;
+            for (int64_t j = 0; j < S; j++) own[j] = p[j * st] != 0;
+          }
+          rp[c->dst] = own;
+          continue;
+        }
+        const float *a = rp[c->a], *b = rp[c->b], *w = rp[c->c];
+        if (c->op == OP_add) {
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = a[j] + b[j];
+        } else if (c->op == OP_sub) {
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = a[j] - b[j];
+        } else if (c->op == OP_mul) {
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = a[j] * b[j];
+        } else if (c->op == OP_div) {
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = a[j] / b[j];
+        } else if (c->op == OP_neg) {
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = -a[j];
+        } else if (c->op == OP_where) { /* cond NaN counts as true, as `v !== 0` */
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = a[j] != 0 ? b[j] : w[j];
+        } else if (c->op == OP_logical_not) {
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = a[j] == 0;
+        } else if (c->dt == DT_BOOL) {
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = a[j] != 0;
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < S; j++) own[j] = a[j];
+        }
+        rp[c->dst] = own;
+      }
+      softmax_row_f32x(rp[P->code[P->out].dst], pm + i * S, e, S);
+    }
+    tdesc od = dense_desc((float *)I->out.p + I->out.off + bi * L * C->Ev, DT_F32, 2, lo);
+    matmul_entry(&pmd, &vm, &od, C->nbatch);
+  }
+}
+
+/** Set up C for program P of instruction I (both kernels); 0 with the error set when it does not fit. */
+static int att_setup(const loom_instr *I, att_ctx *C, const prog_t *P);
+
+int k_fused_attention_f32x(const loom_instr *I) {
+  pcode *S = loom_scratch(SCR_K0, sizeof(pcode) * LOOM_MAXCODE);
+  att_ctx *C = loom_scratch(SCR_K1, sizeof(att_ctx));
+  prog_t P;
+  if (!prog_parse(I->attr, I->attr + I->nattr, &P, S, I->nin) || P.nd < 2 || P.nregs > 64 || P.ncode > 2048) {
+    loom_set_error("fused_attention_f32x: bad program");
+    return 1;
+  }
+  if (I->out.dt != DT_F32 || I->in[0].dt != DT_F32 || I->in[1].dt != DT_F32 || I->in[2].dt != DT_F32) {
+    loom_set_error("fused_attention_f32x: float32 operands only");
+    return 1;
+  }
+  for (int k = 0; k < P.ncode; k++) {
+    const pcode *c = &P.code[k];
+    int any = c->op == OP_cast || c->op == OP_contiguous;
+    int ok = c->kind == PC_ACC ||
+             (c->kind == PC_LOAD || c->kind == PC_CONST
+                  ? (I->in[c->input].dt == DT_F32 || I->in[c->input].dt == DT_BOOL)
+                  : c->kind == PC_OP && ((c->dt == DT_F32 && (any || c->op == OP_add || c->op == OP_sub || c->op == OP_mul ||
+                                                              c->op == OP_div || c->op == OP_neg || c->op == OP_where)) ||
+                                         (c->dt == DT_BOOL && (any || c->op == OP_logical_not))));
+    if (!ok) { loom_set_error("fused_attention_f32x: prologue code %d not supported", k); return 1; }
+  }
+  if (!att_setup(I, C, &P)) return 1;
+  if (C->nbatch == 0 || C->L == 0) return 0;
+  if (C->S == 0) { /* softmax over nothing, then an empty product: zeros */
+    memset((float *)I->out.p + I->out.off, 0, (size_t)t_numel(&I->out) * 4);
+    return 0;
+  }
+  loom_parallel_for(C->nbatch, 1, att_entries_f32x, C);
+  return 0;
+}
+
 /**
  * fused_attention: inputs [q, kᵀ, v, ...loads]; attrs = prologue over the scores [..., L, S]
  * (ACC = q·kᵀ). Per batch entry: scores by GEMM, the prologue and softmax per row, P·v by GEMM.
@@ -348,27 +477,7 @@ int k_fused_attention(const loom_instr *I) {
   att_ctx *C = loom_scratch(SCR_K1, sizeof(att_ctx));
   prog_t P;
   if (!prog_parse(I->attr, I->attr + I->nattr, &P, S, I->nin) || P.nd < 2) { loom_set_error("fused_attention: bad program"); return 1; }
-  const tdesc *q = &I->in[0], *kt = &I->in[1], *v = &I->in[2];
-  C->I = I;
-  C->P = &P;
-  C->D = I->out.dt;
-  C->nb = P.nd - 2;
-  C->L = P.shape[P.nd - 2];
-  C->S = P.shape[P.nd - 1];
-  C->E = q->shape[q->nd - 1];
-  C->Ev = v->shape[v->nd - 1];
-  C->nbatch = 1;
-  for (int d = 0; d < C->nb; d++) { C->bshape[d] = P.shape[d]; C->nbatch *= P.shape[d]; }
-  batch_strides(q, C->nb, C->bshape, C->sq);
-  batch_strides(kt, C->nb, C->bshape, C->sk);
-  batch_strides(v, C->nb, C->bshape, C->sv);
-  C->nl = 0;
-  for (int k = 0; k < P.ncode; k++) {
-    if (P.code[k].kind != PC_LOAD && P.code[k].kind != PC_CONST) continue;
-    if (C->nl == 256) { loom_set_error("fused_attention: too many loads"); return 1; }
-    C->lbase[C->nl] = I->in[P.code[k].input].off + P.code[k].off;
-    C->lcode[C->nl++] = k;
-  }
+  if (!att_setup(I, C, &P)) return 1;
   if (C->nbatch == 0 || C->L == 0) return 0;
   if (C->S == 0) { /* softmax over nothing, then an empty product: zeros */
     tdesc o = I->out;
@@ -379,4 +488,29 @@ int k_fused_attention(const loom_instr *I) {
   }
   loom_parallel_for(C->nbatch, 1, att_entries, C);
   return 0;
+}
+
+static int att_setup(const loom_instr *I, att_ctx *C, const prog_t *P) {
+  const tdesc *q = &I->in[0], *kt = &I->in[1], *v = &I->in[2];
+  C->I = I;
+  C->P = P;
+  C->D = I->out.dt;
+  C->nb = P->nd - 2;
+  C->L = P->shape[P->nd - 2];
+  C->S = P->shape[P->nd - 1];
+  C->E = q->shape[q->nd - 1];
+  C->Ev = v->shape[v->nd - 1];
+  C->nbatch = 1;
+  for (int d = 0; d < C->nb; d++) { C->bshape[d] = P->shape[d]; C->nbatch *= P->shape[d]; }
+  batch_strides(q, C->nb, C->bshape, C->sq);
+  batch_strides(kt, C->nb, C->bshape, C->sk);
+  batch_strides(v, C->nb, C->bshape, C->sv);
+  C->nl = 0;
+  for (int k = 0; k < P->ncode; k++) {
+    if (P->code[k].kind != PC_LOAD && P->code[k].kind != PC_CONST) continue;
+    if (C->nl == 256) { loom_set_error("fused_attention: too many loads"); return 0; }
+    C->lbase[C->nl] = I->in[P->code[k].input].off + P->code[k].off;
+    C->lcode[C->nl++] = k;
+  }
+  return 1;
 }

@@ -131,7 +131,7 @@ static double expf_row(const float *v, float m, float *e, int64_t n) {
  * e = expf_row, Z = Σ e in double, y = e · fl32(1/Z) in float. NaN rows as softmax_row_f32.
  * (Non-temporal stores of y for large outputs were tried: no gain measurable on W3.)
  */
-static void softmax_row_f32x(const float *v, float *out, float *e, int64_t n) {
+void softmax_row_f32x(const float *v, float *out, float *e, int64_t n) {
   float mf = -INFINITY;
 #pragma omp simd reduction(max : mf)
   for (int64_t j = 0; j < n; j++) mf = v[j] > mf ? v[j] : mf;

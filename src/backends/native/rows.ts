@@ -1,6 +1,7 @@
 /**
  * Bounded float32 row kernels of the native backend (native/kernels/rows_f32.c) as catalog
- * implementations of the named patterns fused_softmax, fused_rms_norm and fused_layer_norm.
+ * implementations of the named patterns fused_softmax, fused_rms_norm and fused_layer_norm, and
+ * fused_attention with those softmax rows (fused.c k_fused_attention_f32x).
  * The exact kernels (fused.c) replay each decomposition op by op in 512-element double blocks,
  * rounding every intermediate to float32; these read each row once as float32, compute
  * everything after the prologue in double lanes and round the result to float32 once, except
@@ -54,7 +55,7 @@
  * prologue values (the same values the exact kernel and the unfused ops feed to softmax).
  */
 import type { Program } from "../../graph/passes/program.ts";
-import type { FusedSoftmaxAttrs, NormAttrs } from "../../graph/passes/fused_ops.ts";
+import type { AttentionAttrs, FusedSoftmaxAttrs, NormAttrs } from "../../graph/passes/fused_ops.ts";
 import { isContiguous, normalizeDim, numel } from "../../tensor/shape.ts";
 import type { Contract, Implementation } from "../catalog.ts";
 import type { InputLayout } from "../backend.ts";
@@ -88,11 +89,14 @@ export const SOFTMAX_X_CONTRACT: Contract = {
 const RANK_X = 5;
 export const LAYER_NORM_CONTRACT: Contract = { kind: "bound", atol: 1e-8, rtol: TWO_ULP, source: SOURCE };
 
-/** A prologue the kernel evaluates in float32: ops of PROLOGUE_OPS over float32/bool loads. */
-function simplePrologue(p: Program, inputs: readonly InputLayout[]): boolean {
+/**
+ * A prologue the kernel evaluates in float32: ops of PROLOGUE_OPS over float32/bool loads (and,
+ * for attention, the float32 scores as `acc`).
+ */
+function simplePrologue(p: Program, inputs: readonly InputLayout[], acc = false): boolean {
   if (p.code.length > MAX_PROLOGUE || p.code[p.out]!.dtype !== "float32") return false;
   return p.code.every((c) => {
-    if (c.k === "acc") return false;
+    if (c.k === "acc") return acc;
     if (c.k === "load") return (c.dtype === "float32" || c.dtype === "bool") && inputs[c.input]?.dtype === c.dtype;
     return (c.dtype === "float32" || c.dtype === "bool") && PROLOGUE_OPS[c.dtype].has(c.op.name);
   });
@@ -148,6 +152,35 @@ function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm"): Impl
   };
 }
 
+/**
+ * fused_attention with float32 scores and exponentials (native/kernels/fused.c
+ * k_fused_attention_f32x): the products q·kᵀ and P·v are the exact kernel's (the same GEMM calls,
+ * the same bits); the prologue (scale, mask) runs in float32 with the exact kernel's roundings; the
+ * softmax rows are fused_softmax.f32x's. Its bound is SOFTMAX_X_CONTRACT's on P against the
+ * softmax in float64 of those scores, the form jit_matmul.ts states for a product's epilogue: the
+ * output is P·v by the exact kernel's GEMM, so |Δo| ≤ 5e-7·Σ p·|v| beyond what P·v itself rounds.
+ */
+export const ATTENTION_X_CONTRACT: Contract = {
+  kind: "bound", atol: SOFTMAX_X_CONTRACT.atol, rtol: SOFTMAX_X_CONTRACT.rtol,
+  source: "src/backends/native/rows.ts (fused_softmax.f32x's rows on the exact kernel's float32 scores; products as the exact kernel)",
+};
+
+function attention(b: NativeBackend): Implementation {
+  return {
+    id: "native.fused_attention.f32x", op: "fused_attention", contract: ATTENTION_X_CONTRACT, rank: RANK_X,
+    doc: "float32 scores by the exact kernel's GEMM, a simple float32 prologue (scale, mask), fused_softmax.f32x rows, P·v by the same GEMM",
+    applies: (a) => {
+      const at = a.attrs as AttentionAttrs;
+      const S = at.prologue.shape[at.prologue.shape.length - 1] ?? 0;
+      if (a.dtype !== "float32" || !b.fits(a.op, a.inputs, a.shape) || S > MAX_SOFTMAX_ROW) return false;
+      if (!a.inputs.slice(0, 3).every((t) => t.dtype === "float32")) return false;
+      return simplePrologue(at.prologue, a.inputs, true);
+    },
+    prepare: (a) => b.instruction("fused_attention_f32x", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
+    runner: (a) => b.kernelRunner("fused_attention_f32x", encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), a.shape, a.dtype),
+  };
+}
+
 /** The bounded row implementations on `b` (none when the shim was built without them). */
 export function rowImplementations(b: NativeBackend): Implementation[] {
   const out: Implementation[] = [];
@@ -155,5 +188,6 @@ export function rowImplementations(b: NativeBackend): Implementation[] {
   if (b.lib.opcodes.has("fused_softmax_f32x")) out.push(softmax(b, true));
   if (b.lib.opcodes.has("fused_rms_norm_f32")) out.push(norm(b, "fused_rms_norm"));
   if (b.lib.opcodes.has("fused_layer_norm_f32")) out.push(norm(b, "fused_layer_norm"));
+  if (b.lib.opcodes.has("fused_attention_f32x")) out.push(attention(b));
   return out;
 }
