@@ -177,14 +177,15 @@ export function eye(n: number, m: number = n, opts: TensorOptions = {}): Tensor 
   return finish(new Tensor(d), opts);
 }
 
-function random(op: string, args: unknown[], draw: (g: Generator, dtype: DType) => number): Tensor {
+function random(op: string, args: unknown[], draw: (g: Generator, dtype: DType) => number, bulk?: (g: Generator, out: Float64Array) => void): Tensor {
   const [s, o] = splitArgs<RandomOptions>(args);
   const shape = shapeOf(op, s);
   const dtype = o.dtype ?? DEFAULT_FLOAT;
   if (!isFloating(dtype)) throw new LoomValueError(`[${op}] expected a floating point dtype, got ${dtype}`);
   const g = o.generator ?? default_generator;
   const vals = new Float64Array(numel(shape));
-  for (let i = 0; i < vals.length; i++) vals[i] = draw(g, dtype);
+  if (bulk) bulk(g, vals);
+  else for (let i = 0; i < vals.length; i++) vals[i] = draw(g, dtype);
   return finish(new Tensor(fromValues(dtype, shape, vals)), o);
 }
 
@@ -194,7 +195,7 @@ export function rand(...args: (number | readonly number[] | RandomOptions)[]): T
 }
 /** Standard normal samples (torch.randn). */
 export function randn(...args: (number | readonly number[] | RandomOptions)[]): Tensor {
-  return random("randn", args, (g) => g.normal());
+  return random("randn", args, (g) => g.normal(), (g, out) => g.fill_normal(out));
 }
 /** Uniform integers in [low, high) (torch.randint), int64 by default. */
 export function randint(low: number, high: number, size: readonly number[], opts: RandomOptions = {}): Tensor {

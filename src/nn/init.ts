@@ -76,14 +76,18 @@ export function is_init_empty(): boolean {
   return empty_depth > 0;
 }
 
-/** Write `n` values made by `draw(i)` into `t` (in place, no autograd); nothing under init_empty_weights. */
-function fill<S extends T>(t: S, draw: (i: number) => number): S {
+/** Write the values `make(vals)` puts in a float64 buffer of t's size into `t` (in place, no autograd); nothing under init_empty_weights. */
+function fillWith<S extends T>(t: S, make: (vals: Float64Array) => void): S {
   if (empty_depth > 0) return t;
-  const n = t.numel();
-  const vals = new Float64Array(n);
-  for (let i = 0; i < n; i++) vals[i] = draw(i);
+  const vals = new Float64Array(t.numel());
+  make(vals);
   no_grad(() => t.copy_(t._constant(fromValues("float64", t.shape, vals))));
   return t;
+}
+
+/** Write `n` values made by `draw(i)` into `t` (fillWith). */
+function fill<S extends T>(t: S, draw: (i: number) => number): S {
+  return fillWith(t, (vals) => { for (let i = 0; i < vals.length; i++) vals[i] = draw(i); });
 }
 
 /** A uniform draw in [0, 1) at the tensor's precision (24 bits, or 53 for float64). */
@@ -144,7 +148,7 @@ export function uniform_<S extends T>(t: S, a = 0, b = 1, opts: InitOptions = {}
 export function normal_<S extends T>(t: S, mean = 0, std = 1, opts: InitOptions = {}): S {
   checkFloat("normal_", t);
   const g = opts.generator ?? default_generator;
-  return fill(t, () => mean + std * g.normal());
+  return fillWith(t, (vals) => g.fill_normal(vals, mean, std)); // the values of n normal() calls, without a call each
 }
 
 /** Fill with `val` (torch.nn.init.constant_). */

@@ -80,27 +80,65 @@ export class Generator {
 
   /** Next 32-bit unsigned integer. */
   random(): number {
-    const mt = this.mt;
-    if (this.mti >= N) {
-      let kk = 0;
-      for (; kk < N - M; kk++) {
-        const y = (mt[kk]! & 0x80000000) | (mt[kk + 1]! & 0x7fffffff);
-        mt[kk] = mt[kk + M]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
-      }
-      for (; kk < N - 1; kk++) {
-        const y = (mt[kk]! & 0x80000000) | (mt[kk + 1]! & 0x7fffffff);
-        mt[kk] = mt[kk + (M - N)]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
-      }
-      const y = (mt[N - 1]! & 0x80000000) | (mt[0]! & 0x7fffffff);
-      mt[N - 1] = mt[M - 1]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
-      this.mti = 0;
-    }
-    let y = mt[this.mti++]!;
+    if (this.mti >= N) this.twist();
+    let y = this.mt[this.mti++]!;
     y ^= y >>> 11;
     y ^= (y << 7) & 0x9d2c5680;
     y ^= (y << 15) & 0xefc60000;
     y ^= y >>> 18;
     return y >>> 0;
+  }
+
+  /** Regenerate the N words of state (MT19937's twist); the next draw reads word 0. */
+  private twist(): void {
+    const mt = this.mt;
+    let kk = 0;
+    for (; kk < N - M; kk++) {
+      const y = (mt[kk]! & 0x80000000) | (mt[kk + 1]! & 0x7fffffff);
+      mt[kk] = mt[kk + M]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
+    }
+    for (; kk < N - 1; kk++) {
+      const y = (mt[kk]! & 0x80000000) | (mt[kk + 1]! & 0x7fffffff);
+      mt[kk] = mt[kk + (M - N)]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
+    }
+    const y = (mt[N - 1]! & 0x80000000) | (mt[0]! & 0x7fffffff);
+    mt[N - 1] = mt[M - 1]! ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
+    this.mti = 0;
+  }
+
+  /**
+   * out[i] = mean + std·z_i for n standard normals z: the same values, in the same order, and the
+   * same state afterwards as n calls of `normal()` (Box-Muller pairs, the spare kept), without a
+   * method call per draw (model init fills millions: about 4× faster).
+   */
+  fill_normal(out: Float64Array, mean = 0, std = 1): void {
+    const n = out.length;
+    let i = 0;
+    if (n > 0 && this.spare !== null) {
+      out[i++] = mean + std * this.spare;
+      this.spare = null;
+    }
+    const mt = this.mt;
+    const u53 = (): number => {
+      // uniform53 with random() inlined: two tempered words
+      if (this.mti >= N) this.twist();
+      let a = mt[this.mti++]!;
+      a ^= a >>> 11; a ^= (a << 7) & 0x9d2c5680; a ^= (a << 15) & 0xefc60000; a ^= a >>> 18;
+      if (this.mti >= N) this.twist();
+      let b = mt[this.mti++]!;
+      b ^= b >>> 11; b ^= (b << 7) & 0x9d2c5680; b ^= (b << 15) & 0xefc60000; b ^= b >>> 18;
+      return ((a >>> 0) >>> 5) * 67108864 + ((b >>> 0) >>> 6);
+    };
+    const TWO53 = 9007199254740992, TWO_PI = 2 * Math.PI;
+    for (; i < n; i += 2) {
+      const u1 = 1 - u53() / TWO53;
+      const u2 = u53() / TWO53;
+      const r = Math.sqrt(-2 * Math.log(u1));
+      out[i] = mean + std * (r * Math.cos(TWO_PI * u2));
+      const second = r * Math.sin(TWO_PI * u2);
+      if (i + 1 < n) out[i + 1] = mean + std * second;
+      else this.spare = second;
+    }
   }
 
   /** Uniform in [0, 1) with 24 bits (float32 resolution). */

@@ -147,3 +147,24 @@ describe("distributions", () => {
     expect(big.some((x) => Math.abs(x) > 2 ** 32)).toBe(true); // spans more than 32 bits
   });
 });
+
+describe("fill_normal (bulk)", () => {
+  test("the same values, order and state afterwards as calls of normal(), across twists and an odd count with a spare", () => {
+    for (const [seed, pre, n] of [[1, 0, 1], [2, 1, 7], [3, 0, 1250], [4, 3, 1001]] as const) {
+      const a = new Generator(seed), b = new Generator(seed);
+      for (let i = 0; i < pre; i++) { a.normal(); b.normal(); } // an odd pre leaves a spare to be used first
+      const bulk = new Float64Array(n);
+      a.fill_normal(bulk, 0.5, 2);
+      const calls = Float64Array.from({ length: n }, () => 0.5 + 2 * b.normal());
+      expect(Array.from(bulk)).toEqual(Array.from(calls));
+      // the generators continue identically (state, position and the spare)
+      expect([a.normal(), a.normal(), a.random()]).toEqual([b.normal(), b.normal(), b.random()]);
+    }
+  });
+  test("randn and nn.init.normal_ draw the values of per-element normal() calls", () => {
+    manual_seed(11);
+    const x = randn([3, 5], { dtype: "float64" }).dataSync();
+    const g = new Generator(11);
+    expect(Array.from(x)).toEqual(Array.from({ length: 15 }, () => g.normal()));
+  });
+});
