@@ -228,6 +228,10 @@ const double *prog_parse(const double *w, const double *end, prog_t *P, pcode *s
  */
 const double *prog_eval(const prog_t *P, const tdesc *ins, const int64_t *pos, const int64_t *dir, int n,
                         const char *accp, int accdt, int64_t accpos, double *regs, int *cinit);
+/** rows_f32.c: a row of n values of t (element `at`, stride st) as float32: in place when contiguous float32, else copied into own. */
+const float *load_row_f32(const tdesc *t, int64_t at, int64_t st, float *own, int64_t n);
+/** rows_f32.c: one float32 prologue op of the row kernels over n values (registers a, b, w -> own). */
+void prologue_op_f32(const pcode *c, const float *a, const float *b, const float *w, float *own, int64_t n);
 /**
  * Evaluate P at every index of its shape and store the result into `out` (strided over P's
  * shape), in parallel tiles. acc (may be NULL): a dense buffer over P's shape read by ACC codes.

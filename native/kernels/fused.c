@@ -288,6 +288,24 @@ static tdesc mat2(const tdesc *t, int64_t off) {
   return m;
 }
 
+/** Batch entry bi: its q, kᵀ, v matrices and each load's element offset (base[k], loads in C->lcode order). */
+static void att_entry(const att_ctx *C, int64_t bi, tdesc *qm, tdesc *km, tdesc *vm, int64_t *base) {
+  const loom_instr *I = C->I;
+  const prog_t *P = C->P;
+  int64_t q = bi, qo = I->in[0].off, ko = I->in[1].off, vo = I->in[2].off;
+  for (int k = 0; k < C->nl; k++) base[k] = C->lbase[k];
+  for (int d = C->nb - 1; d >= 0; d--) {
+    int64_t i = q % C->bshape[d];
+    q /= C->bshape[d];
+    if (!i) continue;
+    qo += i * C->sq[d]; ko += i * C->sk[d]; vo += i * C->sv[d];
+    for (int k = 0; k < C->nl; k++) base[k] += i * (int64_t)P->code[C->lcode[k]].st[d];
+  }
+  *qm = mat2(&I->in[0], qo);
+  *km = mat2(&I->in[1], ko);
+  *vm = mat2(&I->in[2], vo);
+}
+
 static void att_entries(void *vc, int64_t b0, int64_t b1) {
   att_ctx *C = vc;
   const loom_instr *I = C->I;
@@ -304,18 +322,10 @@ static void att_entries(void *vc, int64_t b0, int64_t b1) {
   int64_t two[2] = {L, S}, lo[2] = {L, C->Ev};
   int cinit = 0;
   for (int64_t bi = b0; bi < b1; bi++) {
-    int64_t q = bi, qo = I->in[0].off, ko = I->in[1].off, vo = I->in[2].off;
     int64_t base[256];
-    for (int k = 0; k < C->nl; k++) base[k] = C->lbase[k];
-    for (int d = C->nb - 1; d >= 0; d--) {
-      int64_t i = q % C->bshape[d];
-      q /= C->bshape[d];
-      if (!i) continue;
-      qo += i * C->sq[d]; ko += i * C->sk[d]; vo += i * C->sv[d];
-      for (int k = 0; k < C->nl; k++) base[k] += i * (int64_t)P->code[C->lcode[k]].st[d];
-    }
+    tdesc qm, km, vm;
+    att_entry(C, bi, &qm, &km, &vm, base);
     /* scores = q kᵀ, as the batched matmul computes this entry */
-    tdesc qm = mat2(&I->in[0], qo), km = mat2(&I->in[1], ko), vm = mat2(&I->in[2], vo);
     tdesc scd = dense_desc(sc, D, 2, two), pmd = dense_desc(pm, D, 2, two);
     matmul_entry(&qm, &km, &scd, C->nbatch);
     for (int64_t i = 0; i < L; i++) {
@@ -362,17 +372,9 @@ static void att_entries_f32x(void *vc, int64_t b0, int64_t b1) {
   int nd = P->nd;
   int64_t two[2] = {L, S}, lo[2] = {L, C->Ev};
   for (int64_t bi = b0; bi < b1; bi++) {
-    int64_t q = bi, qo = I->in[0].off, ko = I->in[1].off, vo = I->in[2].off;
     int64_t base[256];
-    for (int k = 0; k < C->nl; k++) base[k] = C->lbase[k];
-    for (int d = C->nb - 1; d >= 0; d--) {
-      int64_t i = q % C->bshape[d];
-      q /= C->bshape[d];
-      if (!i) continue;
-      qo += i * C->sq[d]; ko += i * C->sk[d]; vo += i * C->sv[d];
-      for (int k = 0; k < C->nl; k++) base[k] += i * (int64_t)P->code[C->lcode[k]].st[d];
-    }
-    tdesc qm = mat2(&I->in[0], qo), km = mat2(&I->in[1], ko), vm = mat2(&I->in[2], vo);
+    tdesc qm, km, vm;
+    att_entry(C, bi, &qm, &km, &vm, base);
     tdesc scd = dense_desc(sc, DT_F32, 2, two), pmd = dense_desc(pm, DT_F32, 2, two);
     matmul_entry(&qm, &km, &scd, C->nbatch);
     for (int64_t i = 0; i < L; i++) {
@@ -381,48 +383,11 @@ static void att_entries_f32x(void *vc, int64_t b0, int64_t b1) {
         float *own = regs + (size_t)c->dst * pad;
         if (c->kind == PC_ACC) { rp[c->dst] = sc + i * S; continue; }
         if (c->kind == PC_LOAD || c->kind == PC_CONST) {
-          const tdesc *t = &I->in[c->input];
-          int64_t at = base[lk[k]] + i * (int64_t)c->st[nd - 2], st = (int64_t)c->st[nd - 1];
-          if (t->dt == DT_F32) {
-            const float *p = (const float *)t->p + at;
-            if (st == 1) { rp[c->dst] = p; continue; } /* a contiguous row: read in place */
-            for (int64_t j = 0; j < S; j++) own[j] = p[j * st];
-          } else { /* bool (rows.ts admits no other load dtype) */
-            const uint8_t *p = (const uint8_t *)t->p + at;
-            for (int64_t j = 0; j < S; j++) own[j] = p[j * st] != 0;
-          }
-          rp[c->dst] = own;
+          int64_t at = base[lk[k]] + i * (int64_t)c->st[nd - 2];
+          rp[c->dst] = load_row_f32(&I->in[c->input], at, (int64_t)c->st[nd - 1], own, S);
           continue;
         }
-        const float *a = rp[c->a], *b = rp[c->b], *w = rp[c->c];
-        if (c->op == OP_add) {
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = a[j] + b[j];
-        } else if (c->op == OP_sub) {
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = a[j] - b[j];
-        } else if (c->op == OP_mul) {
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = a[j] * b[j];
-        } else if (c->op == OP_div) {
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = a[j] / b[j];
-        } else if (c->op == OP_neg) {
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = -a[j];
-        } else if (c->op == OP_where) { /* cond NaN counts as true, as `v !== 0` */
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = a[j] != 0 ? b[j] : w[j];
-        } else if (c->op == OP_logical_not) {
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = a[j] == 0;
-        } else if (c->dt == DT_BOOL) {
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = a[j] != 0;
-        } else {
-#pragma omp simd
-          for (int64_t j = 0; j < S; j++) own[j] = a[j];
-        }
+        prologue_op_f32(c, rp[c->a], rp[c->b], rp[c->c], own, S);
         rp[c->dst] = own;
       }
       softmax_row_f32x(rp[P->code[P->out].dst], pm + i * S, e, S);

@@ -140,6 +140,61 @@ void softmax_row_f32x(const float *v, float *out, float *e, int64_t n) {
   for (int64_t j = 0; j < n; j++) out[j] = e[j] * r;
 }
 
+/**
+ * A row of n values of input t from element `at` with element stride st, as float32: the row in
+ * place when it is contiguous float32, else copied into `own` (bools as 0/1; rows.ts admits no
+ * other load dtype). Returns where the row is.
+ */
+const float *load_row_f32(const tdesc *t, int64_t at, int64_t st, float *own, int64_t n) {
+  if (t->dt == DT_F32) {
+    const float *p = (const float *)t->p + at;
+    if (st == 1) return p;
+    if (st == 0) { float x = p[0]; for (int64_t j = 0; j < n; j++) own[j] = x; }
+    else for (int64_t j = 0; j < n; j++) own[j] = p[j * st];
+  } else {
+    const uint8_t *p = (const uint8_t *)t->p + at;
+    for (int64_t j = 0; j < n; j++) own[j] = p[j * st] != 0;
+  }
+  return own;
+}
+
+/**
+ * One prologue op of the float32 row kernels (fused_softmax.f32/.f32x and fused_attention.f32x)
+ * over n values: float32 add, sub, mul, div, neg, where (cond NaN counts as true, as `v !== 0`);
+ * bool logical_not (bools are 0/1 floats); cast/contiguous to bool or float32. + − · / of float32
+ * values rounded to float32 equal the exact kernels' double-then-round.
+ */
+void prologue_op_f32(const pcode *c, const float *a, const float *b, const float *w, float *own, int64_t n) {
+  if (c->op == OP_add) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = a[j] + b[j];
+  } else if (c->op == OP_sub) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = a[j] - b[j];
+  } else if (c->op == OP_mul) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = a[j] * b[j];
+  } else if (c->op == OP_div) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = a[j] / b[j];
+  } else if (c->op == OP_neg) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = -a[j];
+  } else if (c->op == OP_where) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = a[j] != 0 ? b[j] : w[j];
+  } else if (c->op == OP_logical_not) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = a[j] == 0;
+  } else if (c->dt == DT_BOOL) { /* cast / contiguous to bool */
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = a[j] != 0;
+  } else { /* cast / contiguous to float32 of a float32 or bool value: a copy (a's register may be reused) */
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) own[j] = a[j];
+  }
+}
+
 /* ---- fused_softmax.f32: attrs [dim, prologue program]; dim is the last; out dense ---------- */
 typedef struct {
   const prog_t *P;
@@ -167,48 +222,11 @@ static void smf_rows(void *vc, int64_t r0, int64_t r1) {
         const tdesc *t = &C->ins[c->input];
         int64_t base = t->off + c->off, s = (int64_t)c->st[C->no];
         for (int d = 0; d < C->no; d++) base += idx[d] * (int64_t)c->st[d];
-        if (t->dt == DT_F32) {
-          const float *p = (const float *)t->p + base;
-          if (s == 1) { rp[c->dst] = p; continue; } /* a contiguous row: read in place */
-          if (s == 0) { float x = p[0]; for (int64_t j = 0; j < n; j++) own[j] = x; }
-          else for (int64_t j = 0; j < n; j++) own[j] = p[j * s];
-        } else { /* bool (rows.ts admits no other load dtype) */
-          const uint8_t *p = (const uint8_t *)t->p + base;
-          for (int64_t j = 0; j < n; j++) own[j] = p[j * s] != 0;
-        }
-        rp[c->dst] = own;
+        rp[c->dst] = load_row_f32(t, base, s, own, n);
         continue;
       }
       /* PC_OP: float32 add, sub, mul, div, neg, where; bool logical_not; cast/contiguous to either */
-      const float *a = rp[c->a], *b = rp[c->b], *w = rp[c->c];
-      if (c->op == OP_add) {
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = a[j] + b[j];
-      } else if (c->op == OP_sub) {
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = a[j] - b[j];
-      } else if (c->op == OP_mul) {
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = a[j] * b[j];
-      } else if (c->op == OP_div) {
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = a[j] / b[j];
-      } else if (c->op == OP_neg) {
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = -a[j];
-      } else if (c->op == OP_where) { /* where(cond, x, y): cond NaN counts as true, as `v !== 0` */
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = a[j] != 0 ? b[j] : w[j];
-      } else if (c->op == OP_logical_not) { /* bools are 0/1 floats */
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = a[j] == 0;
-      } else if (c->dt == DT_BOOL) { /* cast / contiguous to bool */
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = a[j] != 0;
-      } else { /* cast / contiguous to float32 of a float32 or bool value: a copy (a's register may be reused) */
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) own[j] = a[j];
-      }
+      prologue_op_f32(c, rp[c->a], rp[c->b], rp[c->c], own, n);
       rp[c->dst] = own;
     }
     if (C->fast) softmax_row_f32x(rp[P->code[P->out].dst], C->out + r * n, (float *)e, n);
