@@ -20,6 +20,7 @@
  * a catalog with a runnable implementation, and the dtype is one the pattern pass matches.
  */
 import type { Application } from "../backends/catalog.ts";
+import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import type { OpDef } from "../graph/op.ts";
 import { patternDtype, type FusedSoftmaxAttrs, type NormAttrs } from "../graph/passes/fused_ops.ts";
 import { FUSED_OPS, OPS } from "../graph/registry.ts";
@@ -29,6 +30,7 @@ import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
 import { numel } from "../tensor/shape.ts";
 import { scalarData, type TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
+import type { TensorOps } from "./surface.ts";
 
 type Runner = (inputs: readonly TensorData[]) => TensorData;
 /**
@@ -115,12 +117,37 @@ export function fusedSoftmax(device: string, x: TensorData, dim: number): Tensor
  */
 export function fusedNorm(device: string, kind: "rms_norm" | "layer_norm", x: TensorData, dims: number, n: number, w: TensorData | null, b: TensorData | null, eps: number): TensorData | null {
   if (!patternDtype(x.dtype) || dims < 1 || numel(x.shape) === 0) return null;
-  const cn = scalarData(promoteWithScalar(x.dtype, n), n);
-  const ins = kind === "rms_norm" ? [x, cn] : [x, cn, cn, cn];
-  ins.push(scalarData(promoteWithScalar(x.dtype, eps), eps));
+  const ins = [x, ...normConstants(kind, x.dtype, n, eps)];
   if (w) ins.push(w);
   if (b) ins.push(b);
   const attrs = (): NormAttrs => ({ dims, has_weight: w !== null, has_bias: b !== null });
   const op = kind === "rms_norm" ? FUSED_OPS.fused_rms_norm : FUSED_OPS.fused_layer_norm;
   return runFused(device, op, ins, attrs, `${dims}${w ? "w" : ""}${b ? "b" : ""}`, x.shape, x.dtype);
+}
+
+/**
+ * The 0-d constants a fused norm takes after x: [n, eps] (rms_norm) or [n, n, n, eps]
+ * (layer_norm), wrapped as the decomposition's `div(n)` and `add(eps)` wrap them (surface.ts
+ * `_wrap`: PyTorch's scalar promotion), so the exact kernel rounds as they do. Shared by the
+ * eager dispatch above and the lazy recording of a fused norm (LazyTensor._fusedNorm).
+ */
+export function normConstants(kind: "rms_norm" | "layer_norm", dtype: DType, n: number, eps: number): TensorData[] {
+  const cn = scalarData(promoteWithScalar(dtype, n), n), ce = scalarData(promoteWithScalar(dtype, eps), eps);
+  return kind === "rms_norm" ? [cn, ce] : [cn, cn, cn, ce];
+}
+
+/**
+ * Whether x (normalized over its last `dims` dims), weight and bias fit a fused norm as the
+ * pattern pass would make it: no gradient is recorded through any of them (fused ops have no
+ * gradient rules), one device and dtype, weight and bias of the normalized shape.
+ */
+export function normOperandsFit(x: TensorOps<any>, dims: number, weight: TensorOps<any> | null, bias: TensorOps<any> | null): boolean {
+  const grad = is_grad_enabled();
+  const nd = x.shape.length;
+  for (const t of [x, weight, bias]) {
+    if (t === null) continue;
+    if ((grad && t.requires_grad) || t.device !== x.device || t.dtype !== x.dtype) return false;
+    if (t !== x && (t.shape.length !== dims || t.shape.some((s, i) => s !== x.shape[nd - dims + i]))) return false;
+  }
+  return true;
 }

@@ -13,10 +13,11 @@ import { compilerOptions } from "../scheduler/options.ts";
 import type { CompiledPlan } from "../scheduler/plan.ts";
 import { planFor } from "../scheduler/realize.ts";
 import { flush, ownValue, retainValue } from "./deferred.ts";
-import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
+import type { DType } from "../tensor/dtype.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
-import { scalarData, type TensorData } from "../tensor/storage.ts";
+import type { TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
+import { normConstants, normOperandsFit } from "./eager_fused.ts";
 import { mixed_lift, TensorOps } from "./surface.ts";
 import { checkView, Tensor } from "./tensor.ts";
 
@@ -95,19 +96,10 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    * bias is not x's dtype and the normalized shape (the pattern would not match either).
    */
   override _fusedNorm(kind: "rms_norm" | "layer_norm", dims: number, n: number, weight: LazyTensor | null, bias: LazyTensor | null, eps: number): LazyTensor | null {
-    if (!compilerOptions().patterns || !patternDtype(this.dtype) || dims < 1 || dims > this.ndim) return null;
-    const grad = is_grad_enabled();
-    const norm = this.shape.slice(this.ndim - dims);
-    for (const t of [this, weight, bias]) {
-      if (t === null) continue;
-      if ((grad && t.requires_grad) || t.device !== this.device || t.dtype !== this.dtype) return null;
-      if (t !== this && (t.ndim !== dims || t.shape.some((s, i) => s !== norm[i]))) return null;
-    }
+    if (!compilerOptions().patterns || !patternDtype(this.dtype) || dims < 1 || dims > this.ndim || !normOperandsFit(this, dims, weight, bias)) return null;
     // an eager weight or bias (a plain forward using its parameters directly) is lifted as _apply lifts it
     const lazy = (t: LazyTensor | Tensor): LazyTensor => (t.isLazy ? (t as LazyTensor) : mixed_lift.fn !== null ? mixed_lift.fn(t) as LazyTensor : (t as Tensor).lazy());
-    const cn = Node.constant(scalarData(promoteWithScalar(this.dtype, n), n));
-    const ins = kind === "rms_norm" ? [this.node, cn] : [this.node, cn, cn, cn];
-    ins.push(Node.constant(scalarData(promoteWithScalar(this.dtype, eps), eps)));
+    const ins = [this.node, ...normConstants(kind, this.dtype, n, eps).map((c) => Node.constant(c))];
     if (weight) ins.push(lazy(weight).node);
     if (bias) ins.push(lazy(bias).node);
     const attrs: NormAttrs = { dims, has_weight: weight !== null, has_bias: bias !== null };

@@ -15,7 +15,7 @@ import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
-import { fusedNorm, fusedSoftmax, halfMatmul } from "./eager_fused.ts";
+import { fusedNorm, fusedSoftmax, halfMatmul, normOperandsFit } from "./eager_fused.ts";
 import { LazyTensor } from "./lazy_tensor.ts";
 import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./readers.ts";
 import { TensorOps } from "./surface.ts";
@@ -194,13 +194,7 @@ export class Tensor extends TensorOps<Tensor> {
    * nothing is pending and weight/bias have x's dtype, device and the normalized shape.
    */
   override _fusedNorm(kind: "rms_norm" | "layer_norm", dims: number, n: number, weight: Tensor | null, bias: Tensor | null, eps: number): Tensor | null {
-    const grad = is_grad_enabled();
-    const norm = this.shape.slice(this.ndim - dims);
-    for (const t of [this, weight, bias]) {
-      if (t === null) continue;
-      if (t._pend !== null || (grad && t.requires_grad) || t.device !== this.device || t.dtype !== this.dtype) return null;
-      if (t !== this && (t.ndim !== dims || t.shape.some((s, i) => s !== norm[i]))) return null;
-    }
+    if (this._pend !== null || weight?._pend != null || bias?._pend != null || !normOperandsFit(this, dims, weight, bias)) return null;
     const y = fusedNorm(this.device, kind, this._d, dims, n, weight?._d ?? null, bias?._d ?? null, eps);
     return y === null ? null : new Tensor(y, this.device);
   }
