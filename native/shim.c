@@ -35,20 +35,13 @@ static const kernel_fn KERNELS[OP_END] = {[0 ... OP_EW_END - 1] = k_elementwise,
  * Comma-separated op names in opcode order, an empty name where an op has no kernel:
  * TypeScript derives its opcode map from this.
  */
+static int has_cpu_kernel(int op) { return KERNELS[op] != NULL; }
+
 const char *loom_op_names(void) {
   static char buf[8192];
   static atomic_int made;
   if (atomic_load(&made)) return buf;
-  size_t n = 0;
-  for (int i = 0; i < OP_END; i++) {
-    const char *s = KERNELS[i] ? OP_NAME[i] : "";
-    size_t l = strlen(s);
-    if (n + l + 2 > sizeof buf) break;
-    memcpy(buf + n, s, l);
-    n += l;
-    buf[n++] = ',';
-  }
-  buf[n] = 0;
+  wire_op_names(buf, sizeof buf, OP_NAME, OP_END, has_cpu_kernel);
   atomic_store(&made, 1);
   return buf;
 }

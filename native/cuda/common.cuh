@@ -18,6 +18,7 @@
 
 #include "ops.gen.h"
 #include "../kernels/scalar_bits.h"
+#include "../kernels/wire.h"
 
 /* DT_* codes, dt_size, load1/store1 and the half conversions: ../kernels/scalar_bits.h */
 

@@ -61,17 +61,7 @@ static int has_kernel(int op) {
 /** Comma-separated op names in opcode order, empty where an op has no CUDA kernel (as loom_op_names). */
 LC_EXPORT const char *loom_cuda_op_names(void) {
   static char buf[8192];
-  if (buf[0]) return buf;
-  size_t n = 0;
-  for (int i = 0; i < OP_END; i++) {
-    const char *s = has_kernel(i) ? OP_NAME[i] : "";
-    size_t l = strlen(s);
-    if (n + l + 2 > sizeof buf) break;
-    memcpy(buf + n, s, l);
-    n += l;
-    buf[n++] = ',';
-  }
-  buf[n] = 0;
+  if (!buf[0]) wire_op_names(buf, sizeof buf, OP_NAME, OP_END, has_kernel);
   return buf;
 }
 
@@ -325,15 +315,8 @@ static const double *parse_tensor(const double *w, const double *end, ctensor *t
 /** Parse program words (program.ts encodeProgram) into the arena; returns the word after it or NULL. */
 static const double *parse_prog(const double *w, const double *end, aprog *A, int nin) {
   cprog *P = &A->P;
-  if (w >= end) return nullptr;
-  P->nd = (int)w[0];
-  if (P->nd < 0 || P->nd > LC_MAXD || w + 1 + P->nd + 3 > end) return nullptr;
-  for (int d = 0; d < P->nd; d++) P->shape[d] = (int64_t)w[1 + d];
-  w += 1 + P->nd;
-  P->nregs = (int)w[0];
-  P->ncode = (int)w[1];
-  P->out = (int)w[2];
-  w += 3;
+  w = wire_prog_header(w, end, LC_MAXD, &P->nd, P->shape, &P->nregs, &P->ncode, &P->out);
+  if (!w) return nullptr;
   if (P->ncode < 1 || P->ncode > LC_MAXCODE || P->nregs < 1) return nullptr;
   if (P->nregs > LC_MAXREGS) { set_error("program of %d registers (the CUDA interpreter holds %d)", P->nregs, LC_MAXREGS); return nullptr; }
   std::vector<ccode> codes(P->ncode);

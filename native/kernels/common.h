@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "scalar_bits.h"
+#include "wire.h"
 
 /* DT_* codes, dt_size, the half conversions, js_wrap, load1/store1: scalar_bits.h */
 

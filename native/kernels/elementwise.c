@@ -408,15 +408,8 @@ void round_block(double *v, int dt, int n) {
 
 /* ---- programs -------------------------------------------------------------------------------- */
 const double *prog_parse(const double *w, const double *end, prog_t *P, pcode *S, int nin) {
-  if (w >= end) return NULL;
-  P->nd = (int)w[0];
-  if (P->nd < 0 || P->nd > LOOM_MAXD || w + 1 + P->nd + 3 > end) return NULL;
-  for (int d = 0; d < P->nd; d++) P->shape[d] = (int64_t)w[1 + d];
-  w += 1 + P->nd;
-  P->nregs = (int)w[0];
-  P->ncode = (int)w[1];
-  P->out = (int)w[2];
-  w += 3;
+  w = wire_prog_header(w, end, LOOM_MAXD, &P->nd, P->shape, &P->nregs, &P->ncode, &P->out);
+  if (!w) return NULL;
   if (P->ncode < 1 || P->ncode > LOOM_MAXCODE || P->nregs < 1 || P->nregs > LOOM_MAXCODE) return NULL;
   for (int k = 0; k < P->ncode; k++) {
     pcode *c = &S[k];

@@ -40,7 +40,8 @@ export type CudaBuildResult = { ok: true; path: string; cached: boolean } | { ok
 
 function sources(): string[] {
   const own = readdirSync(CUDA_DIR).filter((f) => f.endsWith(".cu") || f.endsWith(".cuh")).sort().map((f) => join(CUDA_DIR, f));
-  return [...own, join(NATIVE_DIR, "kernels", "scalar_bits.h")]; // shared with the CPU kernels (common.cuh includes it)
+  // shared with the CPU kernels (common.cuh includes them)
+  return [...own, join(NATIVE_DIR, "kernels", "scalar_bits.h"), join(NATIVE_DIR, "kernels", "wire.h")];
 }
 
 /** Hash of what changes the library: sources, the opcode table, flags. */
