@@ -280,8 +280,8 @@ void *loom_scratch(int slot, size_t bytes) {
  * loom_alloc returns uninitialized memory for tensors (no zeroing, no fresh pages once warm);
  * JavaScript wraps it in an ArrayBuffer whose deallocator (loom_free) returns the block to a
  * size-class free list when the garbage collector frees the buffer. Cached bytes are capped at
- * the bytes in use (at least 32 MiB, at most LOOM_POOL_MAX, default 1 GiB): the garbage of one
- * collection cycle, which the next cycle reuses; beyond that blocks go back to the system.
+ * the bytes in use (at least POOL_FLOOR, at most LOOM_POOL_MAX, default 1 GiB): the garbage of
+ * one collection cycle, which the next cycle reuses; beyond that blocks go back to the system.
  */
 #define POOL_CLASSES 160
 typedef struct block { struct block *next; } block;
@@ -290,6 +290,12 @@ static size_t pool_cached, pool_live, pool_max = (size_t)1 << 30;
 static uint64_t pool_hits, pool_misses;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 #define POOL_HDR 64
+/* The cache's floor: twice the bytes JavaScript allocates between the collections it asks for
+ * (GC_MIN_BYTES in src/backends/native/memory.ts), so that a cycle's garbage, plus what the
+ * runtime's own collections return in between, is all kept. With 32 MiB, a loop producing one
+ * 16 MiB result per call (W3) missed the pool on 1 call in 2: every miss is a fresh block whose
+ * first write faults each page in (~1.5 µs per 4 KiB page on this VM: +5 ms on a 1.2 ms kernel). */
+#define POOL_FLOOR ((size_t)256 << 20)
 
 /** Size class: powers of two up to 64 KiB, then quarter steps between powers of two. */
 static int size_class(size_t n, size_t *rounded) {
@@ -331,8 +337,8 @@ void loom_free(void *bytes, void *ctx) {
   size_t r = ((size_t *)m)[1];
   pthread_mutex_lock(&pool_lock);
   pool_live -= r;
-  /* keep about as much as is in use (at least 32 MiB): what the next steps will ask for again */
-  size_t cap = pool_live > ((size_t)32 << 20) ? pool_live : ((size_t)32 << 20);
+  /* keep about as much as is in use (at least POOL_FLOOR): what the next steps will ask for again */
+  size_t cap = pool_live > POOL_FLOOR ? pool_live : POOL_FLOOR;
   if (cap > pool_max) cap = pool_max;
   if (pool_cached + r <= cap) {
     block *b = (block *)bytes;

@@ -22,8 +22,12 @@ import { RAW } from "./program.ts";
 
 /** Tensors from this many bytes on live in pooled native memory. */
 export const POOL_MIN_BYTES = 16384;
-/** Pooled bytes allocated between collections requested by the pool, at least. */
-const GC_MIN_BYTES = 64 * 2 ** 20;
+/**
+ * Pooled bytes allocated between collections requested by the pool, at least. The shim's pool
+ * keeps twice this (POOL_FLOOR in native/shim.c) so that a cycle's garbage is reused; a full
+ * collection costs ~2.5 ms here, so with 64 MiB a loop making 16 MiB results paid one every 4 calls.
+ */
+const GC_MIN_BYTES = 128 * 2 ** 20;
 
 type ArrayCtor = new (b: ArrayBuffer, offset: number, length: number) => TypedArray;
 const CTORS: Record<DType, ArrayCtor> = {
