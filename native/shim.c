@@ -353,6 +353,23 @@ void loom_free(void *bytes, void *ctx) {
 
 void *loom_free_fn(void) { return (void *)loom_free; }
 
+/** Give every cached block back to the system (torch.cuda.empty_cache's counterpart for host memory). */
+void loom_pool_release(void) {
+  pthread_mutex_lock(&pool_lock);
+  for (int c = 0; c < POOL_CLASSES; c++) {
+    block *b = pool_free[c];
+    pool_free[c] = NULL;
+    while (b) {
+      block *next = b->next;
+      char *m = (char *)b - POOL_HDR;
+      pool_cached -= ((size_t *)m)[1];
+      free(m);
+      b = next;
+    }
+  }
+  pthread_mutex_unlock(&pool_lock);
+}
+
 /** [live bytes, cached bytes, hits, misses]. */
 void loom_pool_stats(double *out) {
   pthread_mutex_lock(&pool_lock);

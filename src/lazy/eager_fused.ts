@@ -29,7 +29,10 @@ import { candidates } from "../scheduler/select.ts";
 import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
 import { numel } from "../tensor/shape.ts";
 import { scalarData, type TensorData } from "../tensor/storage.ts";
+import { Node } from "../graph/node.ts";
+import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
+import { sourceNode } from "./readers.ts";
 import type { TensorOps } from "./surface.ts";
 
 type Runner = (inputs: readonly TensorData[]) => TensorData;
@@ -68,6 +71,31 @@ export function runFused(device: string, op: OpDef, inputs: readonly TensorData[
  */
 export function halfMatmul(device: string, xs: readonly TensorData[], shape: readonly number[], dtype: DType): TensorData | null {
   return runBest(device, OPS.matmul, xs, () => ({}), "", shape, dtype);
+}
+
+/** Primitive float32 ops whose eager kernel (double libm per element) is several times a plan's generated one. */
+const PLANNED_UNARY = new Set(["exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "erf"]);
+/** Elements from which a one-op plan pays for its fixed cost (a plan-cache hit: ~10 µs). */
+export const PLANNED_MIN_ELEMENTS = 1 << 16;
+
+/**
+ * A large float32 transcendental (exp, log, log1p, sin, cos, tanh, sigmoid, erf) of a native
+ * eager tensor run as a one-op plan, so the catalog's generated float32 kernel
+ * (backends/native/jit_fast.ts: libmvec in 16 lanes, within torch.testing's float32 tolerance,
+ * the double kernel's value for every element it cannot certify) runs instead of the eager
+ * kernel's double libm per element, as a lazy plan would (erf on 4M elements: about 5 ms -> 1.3).
+ * Any grad mode: the op is the registry's own, so autograd records it as usual. Null (the
+ * backend's own kernel runs) at tolerance "exact", below PLANNED_MIN_ELEMENTS, for other dtypes,
+ * ops and backends. The result may still be being computed (an asynchronous plan): reads wait.
+ */
+export function plannedUnary(device: string, op: OpDef, xs: readonly TensorData[], shape: readonly number[], dtype: DType): TensorData | null {
+  if (dtype !== "float32" || xs.length !== 1 || xs[0]!.dtype !== "float32" || !PLANNED_UNARY.has(op.name)) return null;
+  if (numel(shape) < PLANNED_MIN_ELEMENTS || compilerOptions().tolerance === "exact") return null;
+  const backend = backendFor(device);
+  if (backend.name !== "native") return null;
+  const node = new Node(op, [sourceNode(xs[0]!, device)], {}, shape, dtype);
+  realize([node], backend, device);
+  return node.realized;
 }
 
 /** runFused without the `patterns` switch (for primitive ops, whose choice is only the tolerance's). */

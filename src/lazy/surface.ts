@@ -349,16 +349,18 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
     if (approximate !== "none" && approximate !== "tanh") {
       throw new LoomValueError(`[gelu] approximate argument must be either none or tanh, got '${approximate}'`);
     }
-    const x = this as unknown as Self;
-    if (approximate === "tanh") {
-      const inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(Math.sqrt(2 / Math.PI));
-      return x.mul(0.5).mul(inner.tanh().add(1));
-    }
-    return x.mul(0.5).mul(x.mul(Math.SQRT1_2).erf().add(1));
+    const f = approximate === "tanh"
+      ? (x: Self): Self => {
+        const inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(Math.sqrt(2 / Math.PI));
+        return x.mul(0.5).mul(inner.tanh().add(1));
+      }
+      : (x: Self): Self => x.mul(0.5).mul(x.mul(Math.SQRT1_2).erf().add(1));
+    return this._elementwisePlan(f) ?? f(this as unknown as Self);
   }
   /** SiLU / swish: x·σ(x) (Elfwing et al. 2017). */
   silu(): Self {
-    return this.mul(this.sigmoid());
+    const f = (x: Self): Self => x.mul(x.sigmoid());
+    return this._elementwisePlan(f) ?? f(this as unknown as Self);
   }
   /**
    * Clamp into [min, max]; the gradient flows where min <= x <= max (torch.clamp).
@@ -579,6 +581,14 @@ export abstract class TensorOps<Self extends TensorOps<Self>> implements Diff<Se
    */
   protected _viewAliases(_op: OpDef, _out: Self): boolean {
     return true;
+  }
+  /**
+   * Hook: `fn` (a chain of elementwise ops of this tensor alone) computed now as one plan, one
+   * pass over memory (eager tensors without a gradient to record: lazy/tensor.ts), or null for
+   * the ops one by one.
+   */
+  protected _elementwisePlan(_fn: (x: Self) => Self): Self | null {
+    return null;
   }
   /**
    * Hook: softmax over `dim` as one fused kernel now (eager tensors without a gradient to record:

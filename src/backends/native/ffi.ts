@@ -24,6 +24,7 @@ const SYMBOLS = {
   loom_alloc: { args: ["f64"], returns: "ptr" },
   loom_free_fn: { args: [], returns: "ptr" },
   loom_pool_stats: { args: ["ptr"], returns: "void" },
+  loom_pool_release: { args: [], returns: "void" },
   // native/kernels/nccl_init.c: ncclCommInitRank through a function pointer (its id is by value)
   loom_nccl_comm_init_rank: { args: ["ptr", "ptr", "i32", "ptr", "i32"], returns: "i32" },
   loom_nccl_fake_init_rank_fn: { args: [], returns: "ptr" },

@@ -88,6 +88,11 @@ export class HostMemory {
     this.budget = Math.max(GC_MIN_BYTES, this.stats().live);
   }
 
+  /** Give the cached blocks back to the system (torch.cuda.empty_cache for host memory); live buffers stay. */
+  emptyCache(): void {
+    this.lib.sym.loom_pool_release();
+  }
+
   /** [live bytes handed out, bytes cached for reuse, pool hits, pool misses]. */
   stats(): { live: number; cached: number; hits: number; misses: number } {
     const s = new Float64Array(4);
