@@ -74,26 +74,34 @@ export function halfMatmul(device: string, xs: readonly TensorData[], shape: rea
 }
 
 /** Primitive float32 ops whose eager kernel (double libm per element) is several times a plan's generated one. */
-const PLANNED_UNARY = new Set(["exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "erf"]);
-/** Elements from which a one-op plan pays for its fixed cost (a plan-cache hit: ~10 µs). */
+const TRANSCENDENTAL = new Set(["exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "erf"]);
+/** Elements from which a one-op plan of a transcendental pays for its fixed cost (a plan-cache hit: ~10–20 µs). */
 export const PLANNED_MIN_ELEMENTS = 1 << 16;
+/** The same for the other elementwise ops (memory-bound: the plan's gain per element is smaller). */
+export const PLANNED_MIN_ELEMENTS_SIMPLE = 1 << 18;
 
 /**
- * A large float32 transcendental (exp, log, log1p, sin, cos, tanh, sigmoid, erf) of a native
- * eager tensor run as a one-op plan, so the catalog's generated float32 kernel
- * (backends/native/jit_fast.ts: libmvec in 16 lanes, within torch.testing's float32 tolerance,
- * the double kernel's value for every element it cannot certify) runs instead of the eager
- * kernel's double libm per element, as a lazy plan would (erf on 4M elements: about 5 ms -> 1.3).
+ * A large float32 elementwise op of native eager tensors run as a one-op plan, so the catalog's
+ * generated float32 kernel (backends/native/jit_fast.ts: 16 lanes, libmvec for transcendentals,
+ * within torch.testing's float32 tolerance, the double kernel's value for every element it cannot
+ * certify) runs instead of the eager interpreter's double arithmetic, as a lazy plan would. On 4M
+ * elements: erf about 5 -> 1.3 ms, tanh 5.4 -> 1.5, mul 3.2 -> 1.9, pow(2) 2.1 -> 1.4.
  * Any grad mode: the op is the registry's own, so autograd records it as usual. Null (the
- * backend's own kernel runs) at tolerance "exact", below PLANNED_MIN_ELEMENTS, for other dtypes,
- * ops and backends. The result may still be being computed (an asynchronous plan): reads wait.
+ * backend's own kernel runs) at tolerance "exact" or without the plan cache, below
+ * PLANNED_MIN_ELEMENTS (transcendentals) / PLANNED_MIN_ELEMENTS_SIMPLE elements, when an input or
+ * the output is not float32, and on other backends. The result may still be being computed (an
+ * asynchronous plan): reads wait. `literal[i]`: input i is a wrapped scalar (Tensor._constant).
  */
-export function plannedUnary(device: string, op: OpDef, xs: readonly TensorData[], shape: readonly number[], dtype: DType): TensorData | null {
-  if (dtype !== "float32" || xs.length !== 1 || xs[0]!.dtype !== "float32" || !PLANNED_UNARY.has(op.name)) return null;
-  if (numel(shape) < PLANNED_MIN_ELEMENTS || compilerOptions().tolerance === "exact") return null;
+export function plannedElementwise(device: string, op: OpDef, xs: readonly TensorData[], literal: readonly boolean[], attrs: unknown, shape: readonly number[], dtype: DType): TensorData | null {
+  if (dtype !== "float32" || numel(shape) < (TRANSCENDENTAL.has(op.name) ? PLANNED_MIN_ELEMENTS : PLANNED_MIN_ELEMENTS_SIMPLE)) return null;
+  for (let i = 0; i < xs.length; i++) if (xs[i]!.dtype !== "float32") return null;
+  const opts = compilerOptions();
+  if (opts.tolerance === "exact" || !opts.cache) return null;
   const backend = backendFor(device);
   if (backend.name !== "native") return null;
-  const node = new Node(op, [sourceNode(xs[0]!, device)], {}, shape, dtype);
+  // wrapped scalars as the constants a lazy recording makes, so the plan folds them as it would
+  // there (pow(x, 2) -> x·x); other inputs as their buffers
+  const node = new Node(op, xs.map((x, i) => (literal[i] ? Node.constant(x) : sourceNode(x, device))), attrs, shape, dtype);
   realize([node], backend, device);
   return node.realized;
 }

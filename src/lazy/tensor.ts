@@ -15,7 +15,7 @@ import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
-import { fusedNorm, fusedSoftmax, halfMatmul, normOperandsFit, plannedUnary, PLANNED_MIN_ELEMENTS } from "./eager_fused.ts";
+import { fusedNorm, fusedSoftmax, halfMatmul, normOperandsFit, plannedElementwise, PLANNED_MIN_ELEMENTS } from "./eager_fused.ts";
 import { compilerOptions } from "../scheduler/options.ts";
 import { LazyTensor } from "./lazy_tensor.ts";
 import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./readers.ts";
@@ -44,6 +44,8 @@ export class Tensor extends TensorOps<Tensor> {
   _pend: Node | null;
   /** A pending value that a view or detach() shares: an in-place write must give it a real buffer first. */
   private _shared = false;
+  /** A literal the surface made (a wrapped scalar): a plan may fold it (eager_fused.ts). */
+  private _literal = false;
   /** Set during `_write_private`. */
   private _private = false;
 
@@ -138,15 +140,17 @@ export class Tensor extends TensorOps<Tensor> {
       // the implementation a plan would choose at the global tolerance (float32 accumulation by default)
       const y = halfMatmul(this.device, xs, shape, dtype);
       if (y) return new Tensor(y, this.device);
-    } else if (op.kind === "elementwise" && xs.length === 1 && dtype === "float32") {
-      // a large float32 transcendental: the generated kernel a plan would run (eager_fused.ts)
-      const y = plannedUnary(this.device, op, xs, shape, dtype);
+    } else if (op.kind === "elementwise" && dtype === "float32") {
+      // a large float32 elementwise op: the generated kernel a plan would run (eager_fused.ts)
+      const y = plannedElementwise(this.device, op, xs, inputs.map((t) => t._literal), attrs, shape, dtype);
       if (y) return new Tensor(y, this.device);
     }
     return new Tensor(backendFor(this.device).run(op, xs, attrs, shape, dtype), this.device);
   }
   _constant(data: TensorData): Tensor {
-    return new Tensor(data, this.device);
+    const t = new Tensor(data, this.device);
+    t._literal = true;
+    return t;
   }
   protected _on(device: string, data: TensorData): Tensor {
     return new Tensor(data, device);
@@ -195,7 +199,7 @@ export class Tensor extends TensorOps<Tensor> {
    * each a pass over memory (gelu on 4M elements: 12.9 ms -> about 2.2). Only when no gradient is
    * recorded (the alias is not this tensor for autograd), nothing is pending, the tolerance is not
    * "exact" (where the ops one by one give the exact bits) and eager_fused.ts's one-op rule
-   * (`plannedUnary`) would apply to its size, dtype and backend.
+   * (`plannedElementwise`) would apply to its size, dtype and backend.
    */
   protected override _elementwisePlan(fn: (x: Tensor) => Tensor): Tensor | null {
     if (this._pend !== null || (this.requires_grad && is_grad_enabled()) || this.dtype !== "float32") return null;

@@ -1,6 +1,6 @@
 /**
- * Eager elementwise work that runs as a plan (src/lazy/eager_fused.ts `plannedUnary`, Tensor
- * `_elementwisePlan`): a large float32 transcendental of a native eager tensor runs the catalog's
+ * Eager elementwise work that runs as a plan (src/lazy/eager_fused.ts `plannedElementwise`, Tensor
+ * `_elementwisePlan`): a large float32 elementwise op of native eager tensors runs the catalog's
  * generated float32 kernel (jit_call) as a lazy plan would, and an eager gelu / silu without a
  * gradient to record is ONE plan instead of 4–6 eager kernels. Checked against a float64
  * reference (the native double kernels on float64 inputs) within the generated kernel's contract
@@ -10,7 +10,7 @@
 import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { FAST_CONTRACT } from "../../src/backends/native/jit.ts";
-import { PLANNED_MIN_ELEMENTS } from "../../src/lazy/eager_fused.ts";
+import { PLANNED_MIN_ELEMENTS, PLANNED_MIN_ELEMENTS_SIMPLE } from "../../src/lazy/eager_fused.ts";
 import { realizeStats } from "../../src/scheduler/realize.ts";
 import { NATIVE } from "../native/helpers.ts";
 import { expectWithinContract as within, t, useNative, values } from "./helpers.ts";
@@ -46,6 +46,24 @@ describe.skipIf(!NATIVE)("eager transcendentals run the generated float32 kernel
       expect(bits(y)).toEqual(bits((f(x.lazy() as never) as unknown as loom.LazyTensor).eval().dataSync()));
     });
   }
+
+  test("simple ops from PLANNED_MIN_ELEMENTS_SIMPLE: broadcast mul, a scalar add and pow(x, 2) (the literal folded), as lazy", () => {
+    const M = PLANNED_MIN_ELEMENTS_SIMPLE;
+    const v = values(M, 2, 0, 21), w = values(M / 512, 1, 0.5, 22);
+    const x = t(v, [512, M / 512]), col = t(w, [M / 512]);
+    const cases: [string, (a: T) => T][] = [["mul", (a) => a.mul(col)], ["add 1.5", (a) => a.add(1.5)], ["pow 2", (a) => a.pow(2)]];
+    for (const [name, f] of cases) {
+      const r0 = realizeStats.realizes;
+      const y = f(x).dataSync();
+      expect(realizeStats.realizes - r0).toBe(1);
+      within(y, f(x.to("float64")).dataSync(), FAST_CONTRACT, { what: name });
+      expect(bits(y)).toEqual(bits((f(x.lazy() as never) as unknown as loom.LazyTensor).eval().dataSync()));
+    }
+    // below the threshold: the eager kernel (no realize)
+    const r1 = realizeStats.realizes;
+    x.narrow(0, 0, 511).mul(2);
+    expect(realizeStats.realizes).toBe(r1);
+  });
 
   test('not at "exact" (the exact kernel\'s bits: equal to lazy at "exact"), nor below the size threshold, nor for float64', () => {
     const v = values(N, 2, 0, 5);
