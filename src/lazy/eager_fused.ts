@@ -81,11 +81,11 @@ export const PLANNED_MIN_ELEMENTS = 1 << 16;
 export const PLANNED_MIN_ELEMENTS_SIMPLE = 1 << 18;
 
 /**
- * A large float32 elementwise op of native eager tensors run as a one-op plan, so the catalog's
+ * A large float32 elementwise op or reduction (sum, amax, amin) of native eager tensors run as a one-op plan, so the catalog's
  * generated float32 kernel (backends/native/jit_fast.ts: 16 lanes, libmvec for transcendentals,
  * within torch.testing's float32 tolerance, the double kernel's value for every element it cannot
  * certify) runs instead of the eager interpreter's double arithmetic, as a lazy plan would. On 4M
- * elements: erf about 5 -> 1.3 ms, tanh 5.4 -> 1.5, mul 3.2 -> 1.9, pow(2) 2.1 -> 1.4.
+ * elements: erf about 5 -> 1.3 ms, tanh 5.4 -> 1.5, mul 3.2 -> 1.9, pow(2) 2.1 -> 1.4, a row mean 1.5 -> 0.7.
  * Any grad mode: the op is the registry's own, so autograd records it as usual. Null (the
  * backend's own kernel runs) at tolerance "exact" or without the plan cache, below
  * PLANNED_MIN_ELEMENTS (transcendentals) / PLANNED_MIN_ELEMENTS_SIMPLE elements, when an input or
@@ -93,7 +93,8 @@ export const PLANNED_MIN_ELEMENTS_SIMPLE = 1 << 18;
  * asynchronous plan): reads wait. `literal[i]`: input i is a wrapped scalar (Tensor._constant).
  */
 export function plannedElementwise(device: string, op: OpDef, xs: readonly TensorData[], literal: readonly boolean[], attrs: unknown, shape: readonly number[], dtype: DType): TensorData | null {
-  if (dtype !== "float32" || numel(shape) < (TRANSCENDENTAL.has(op.name) ? PLANNED_MIN_ELEMENTS : PLANNED_MIN_ELEMENTS_SIMPLE)) return null;
+  const n = op.kind === "reduce" ? numel(xs[0]!.shape) : numel(shape); // a reduction's work is its input
+  if (dtype !== "float32" || n < (TRANSCENDENTAL.has(op.name) ? PLANNED_MIN_ELEMENTS : PLANNED_MIN_ELEMENTS_SIMPLE)) return null;
   for (let i = 0; i < xs.length; i++) if (xs[i]!.dtype !== "float32") return null;
   const opts = compilerOptions();
   if (opts.tolerance === "exact" || !opts.cache) return null;

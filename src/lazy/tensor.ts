@@ -140,7 +140,7 @@ export class Tensor extends TensorOps<Tensor> {
       // the implementation a plan would choose at the global tolerance (float32 accumulation by default)
       const y = halfMatmul(this.device, xs, shape, dtype);
       if (y) return new Tensor(y, this.device);
-    } else if (op.kind === "elementwise" && dtype === "float32") {
+    } else if ((op.kind === "elementwise" || op.kind === "reduce") && dtype === "float32") {
       // a large float32 elementwise op: the generated kernel a plan would run (eager_fused.ts)
       const y = plannedElementwise(this.device, op, xs, inputs.map((t) => t._literal), attrs, shape, dtype);
       if (y) return new Tensor(y, this.device);

@@ -47,11 +47,14 @@ describe.skipIf(!NATIVE)("eager transcendentals run the generated float32 kernel
     });
   }
 
-  test("simple ops from PLANNED_MIN_ELEMENTS_SIMPLE: broadcast mul, a scalar add and pow(x, 2) (the literal folded), as lazy", () => {
+  test("simple ops and reductions from PLANNED_MIN_ELEMENTS_SIMPLE input elements: broadcast mul, a scalar add, pow(x, 2) (the literal folded), sum, amax; as lazy", () => {
     const M = PLANNED_MIN_ELEMENTS_SIMPLE;
     const v = values(M, 2, 0, 21), w = values(M / 512, 1, 0.5, 22);
     const x = t(v, [512, M / 512]), col = t(w, [M / 512]);
-    const cases: [string, (a: T) => T][] = [["mul", (a) => a.mul(col)], ["add 1.5", (a) => a.add(1.5)], ["pow 2", (a) => a.pow(2)]];
+    const cases: [string, (a: T) => T][] = [
+      ["mul", (a) => a.mul(col)], ["add 1.5", (a) => a.add(1.5)], ["pow 2", (a) => a.pow(2)],
+      ["sum(-1)", (a) => a.sum(-1)], ["amax(0)", (a) => a.amax(0)],
+    ];
     for (const [name, f] of cases) {
       const r0 = realizeStats.realizes;
       const y = f(x).dataSync();
