@@ -62,9 +62,11 @@ export interface Backend {
   /**
    * A compiled plan is about to run (allocate its outputs, then call its kernels) with about
    * `work` element operations (CompiledPlan.work): a backend may pick how to run it (native: a
-   * small plan on the calling thread, its outputs plain buffers).
+   * small plan on the calling thread, its outputs plain buffers). `now`: the caller waits for
+   * the results at once (a read), so nothing is gained by running the plan asynchronously
+   * (native: it runs on the calling thread when nothing is queued before it).
    */
-  begin?(work: number): void;
+  begin?(work: number, now?: boolean): void;
   /**
    * A view (shape, strides, element offset) of `t`'s buffer. Device buffers need this: building
    * a TensorData literal from `t.data` would copy a device buffer to the host.

@@ -82,7 +82,7 @@ export function hasUnflushedWrite(d: TensorData, device: string): boolean {
  */
 export function settleRead(d: TensorData, device: string): void {
   const k = storageKey(d, device);
-  if (written.has(k)) flush(device);
+  if (written.has(k)) flush(device, [], true);
   waitWrites(k);
 }
 
@@ -156,11 +156,11 @@ function clearState(s: DeviceState, device: string): void {
  * @throws whatever the plan throws (LoomOutOfMemoryError before anything runs, a value error of
  *   a kernel); the pending writes are then dropped, as a raising eager op stops what follows it
  */
-export function flush(device: string, extra: readonly Node[] = []): void {
+export function flush(device: string, extra: readonly Node[] = [], now = false): void {
   const s = devices.get(device);
   if (s === undefined || (s.writes.size === 0 && s.values.size === 0 && s.weak.length === 0)) {
     // nothing pending (the common realize): compute `extra` alone, without the bookkeeping below
-    realize(extra, backendFor(device), device);
+    realize(extra, backendFor(device), device, false, [], undefined, now);
     return;
   }
   const values: PendingTensor[] = [];
@@ -180,7 +180,7 @@ export function flush(device: string, extra: readonly Node[] = []): void {
         waitWrites(storageKey(a.dest, device));
         beforeWrite(a.dest, device);
       }
-    });
+    }, now);
   } catch (e) {
     // The plan failed (a bad index, a plan over the memory limit): as when an eager op raises,
     // nothing after the failure happens. The writes are dropped (their tensors keep their values,

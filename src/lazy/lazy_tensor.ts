@@ -107,8 +107,9 @@ export class LazyTensor extends TensorOps<LazyTensor> {
     return new LazyTensor(new Node(op, ins, attrs, [...this.shape], this.dtype), this.device);
   }
   _data(): TensorData {
-    // with the device's pending writes and retained values: one plan (deferred.ts)
-    flush(this.device, [this.node]);
+    // with the device's pending writes and retained values: one plan (deferred.ts), whose
+    // result the caller reads at once
+    flush(this.device, [this.node], true);
     return this.node.realized!;
   }
   /** Same node, no autograd history; shares the version counter (torch.Tensor.detach). */
@@ -153,7 +154,7 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    * this graph's leaves.
    */
   eval(): Tensor {
-    this._data();
+    flush(this.device, [this.node]); // queued on asynchronous devices: JavaScript goes on meanwhile
     return this._asEager(new Tensor(ownValue(this.node, this.device), this.device));
   }
   /**

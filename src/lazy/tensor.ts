@@ -64,7 +64,7 @@ export class Tensor extends TensorOps<Tensor> {
   }
   /** The buffer; a pending tensor (or one over a storage with a pending write) flushes first. */
   get _d(): TensorData {
-    if (this._pend !== null) this._settle();
+    if (this._pend !== null) this._settle(true);
     const b = this._buf!;
     if (hasPendingWrite(b, this.device)) settleRead(b, this.device);
     return b;
@@ -89,15 +89,16 @@ export class Tensor extends TensorOps<Tensor> {
   /**
    * Compute a pending value (or make a pending write) now: one flush of the device. A pending
    * view first realizes the buffer it views, so every tensor sharing that value aliases one buffer.
+   * `now`: the caller reads the value at once (see Backend.begin).
    */
-  private _settle(): void {
+  private _settle(now = false): void {
     const n = this._pend!;
     if (this._buf === null && n.realized === null) {
       let base = n;
       while (base.op?.kind === "view" && !base.realized) base = base.inputs[0]!;
-      flush(this.device, [base]);
-      if (base !== n && !n.realized) realize([n], backendFor(this.device), this.device);
-    } else if (this._buf !== null) flush(this.device);
+      flush(this.device, [base], now);
+      if (base !== n && !n.realized) realize([n], backendFor(this.device), this.device, false, [], undefined, now);
+    } else if (this._buf !== null) flush(this.device, [], now);
     this._settled();
   }
   /** The node of this tensor's current value, for a deferred op reading it. */

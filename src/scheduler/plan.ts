@@ -256,7 +256,7 @@ export class CompiledPlan {
    * `destSlots`). Returns the outputs and the kept buffers (parallel to `keep`).
    * @throws LoomOutOfMemoryError before any kernel runs when the plan exceeds the memory limit
    */
-  run(leaves: readonly TensorData[], dests: readonly TensorData[] = []): { outputs: TensorData[]; kept: TensorData[] } {
+  run(leaves: readonly TensorData[], dests: readonly TensorData[] = [], now = false): { outputs: TensorData[]; kept: TensorData[] } {
     this.checkMemory();
     const B = this.bufs;
     const planned = this.planned;
@@ -276,7 +276,7 @@ export class CompiledPlan {
         B[sl] = tmp;
       }
     }
-    this.backend.begin?.(this.work);
+    this.backend.begin?.(this.work, now);
     if (planned) {
       this.bindWorkspace();
       for (let s = 0; s < this.slots.length; s++) {

@@ -41,13 +41,13 @@ export interface Assign {
  * @returns the plan that ran, or null when nothing was to be computed or written
  * @throws LoomOutOfMemoryError before running anything when the plan exceeds the memory limit
  */
-export function realize(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false, assigns: readonly Assign[] = [], beforeRun?: () => void): CompiledPlan | null {
+export function realize(roots: readonly Node[], backend: Backend, device = "cpu", retainAll = false, assigns: readonly Assign[] = [], beforeRun?: () => void, now = false): CompiledPlan | null {
   const pending = roots.filter((r) => !r.realized);
   if (pending.length === 0 && assigns.length === 0) return null;
   const all = assigns.length ? [...pending, ...assigns.map((a) => a.node)] : pending;
   const { plan, binding } = compile(all, backend, device, retainAll, assigns.length);
   beforeRun?.();
-  const { outputs, kept } = plan.run(binding.leaves, assigns.map((a) => a.dest));
+  const { outputs, kept } = plan.run(binding.leaves, assigns.map((a) => a.dest), now);
   // queued devices (webgpu, native) submit the whole realize as one command buffer; a plan run at
   // once may throw here, before any node takes a value it did not get
   backend.flush?.();

@@ -113,6 +113,26 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     expect(bits(t)).toEqual(bits(f(x, w)));
   });
 
+  test("a large plan read at once (dataSync, item, a pending eager value) runs on the calling thread; eval() queues it", () => {
+    const x = loom.randn([512, 512]); // 262144 elements: above SYNC_MAX_WORK
+    const f = (t: any) => t.mul(1.5).exp().sum(-1);
+    const want = bits(f(x));
+    f(x.lazy()).dataSync(); // compile once
+    let y0 = nb.stats.syncs, s0 = nb.shimCounters().submits;
+    const read = f(x.lazy()).dataSync();
+    expect([nb.stats.syncs - y0, nb.shimCounters().submits - s0]).toEqual([1, 0]);
+    expect(Array.from(read)).toEqual(want);
+    y0 = nb.stats.syncs; s0 = nb.shimCounters().submits;
+    const queued = f(x.lazy()).eval();
+    expect([nb.stats.syncs - y0, nb.shimCounters().submits - s0]).toEqual([0, 1]);
+    expect(bits(queued)).toEqual(want);
+    // a pending eager value (lazy execution mode's module outputs are these) read at once
+    y0 = nb.stats.syncs;
+    const pend = loom.Tensor._pending(f(x.lazy()).node, "cpu");
+    expect(bits(pend)).toEqual(want);
+    expect(nb.stats.syncs - y0).toBe(1);
+  });
+
   test("a small plan after a queued one is queued behind it (JavaScript does not wait for the long one)", () => {
     const S = 512; // 40 products of 512³: ~11 GFLOP, far longer than recording the small plan below
     const eye = loom.eye(S);
