@@ -185,6 +185,26 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     expect(x.lazy().add(1).eval().dataSync().length).toBe(200_000); // the backend goes on
   });
 
+  test("read at once (on the calling thread): a js kernel mid-plan and an index error behave as when queued", () => {
+    const S = 512;
+    const a = loom.randn([S, S]), eye = loom.eye(S), t17 = loom.randn([...Array(16).fill(1), 2, 3]);
+    const f = (x: any, t: any, e: any) => {
+      let y = x.mul(t.neg().sum());
+      for (let i = 0; i < 5; i++) y = y.matmul(e);
+      return y;
+    };
+    const want = bits(f(a, t17, eye));
+    const y0 = nb.stats.syncs, fb0 = nb.stats.fallbacks;
+    const got = loom.with_compiler_options({ fuse: false, patterns: false }, () => Array.from(f(a.lazy(), t17.lazy(), eye.lazy()).dataSync()));
+    expect(nb.stats.fallbacks - fb0).toBeGreaterThan(0);
+    expect(nb.stats.syncs - y0).toBeGreaterThan(0);
+    expect(got).toEqual(want);
+    const x = loom.randn([200_000]);
+    const idx = loom.tensor([0, 200_009], { dtype: "int64" });
+    expect(() => x.lazy().mul(2).exp().index_select(0, idx.lazy()).tolist()).toThrow("[index_select] index 200009 is out of bounds for dimension 0 with size 200000");
+    expect(x.lazy().add(1).dataSync().length).toBe(200_000); // the backend goes on
+  });
+
   test("an error inside a small plan (run at once) is thrown by eval, and the tensor stays unrealized", () => {
     const x = loom.randn([5]);
     const idx = loom.tensor([0, 9], { dtype: "int64" });
