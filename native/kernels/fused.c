@@ -306,6 +306,24 @@ static void att_entry(const att_ctx *C, int64_t bi, tdesc *qm, tdesc *km, tdesc 
   *vm = mat2(&I->in[2], vo);
 }
 
+/** Entry bi: its load bases, its v (*vm), and scores = q kᵀ into sc (dense [L, S] of dtype D), as the batched matmul computes this entry. */
+static void att_scores(const att_ctx *C, int64_t bi, int D, void *sc, tdesc *vm, int64_t *base) {
+  tdesc qm, km;
+  att_entry(C, bi, &qm, &km, vm, base);
+  int64_t two[2] = {C->L, C->S};
+  tdesc scd = dense_desc(sc, D, 2, two);
+  matmul_entry(&qm, &km, &scd, C->nbatch);
+}
+
+/** Entry bi's rows of the dense output = P v (P dense [L, S] of dtype D). */
+static void att_output(const att_ctx *C, int64_t bi, int D, void *pm, const tdesc *vm) {
+  const loom_instr *I = C->I;
+  int64_t two[2] = {C->L, C->S}, lo[2] = {C->L, C->Ev};
+  tdesc pmd = dense_desc(pm, D, 2, two);
+  tdesc od = dense_desc(I->out.p + (size_t)(I->out.off + bi * C->L * C->Ev) * dt_size(I->out.dt), I->out.dt, 2, lo);
+  matmul_entry(&pmd, vm, &od, C->nbatch);
+}
+
 static void att_entries(void *vc, int64_t b0, int64_t b1) {
   att_ctx *C = vc;
   const loom_instr *I = C->I;
@@ -319,15 +337,11 @@ static void att_entries(void *vc, int64_t b0, int64_t b1) {
   double *p = loom_scratch(SCR_T7, (size_t)LOOM_PAD(S) * 8);
   int nd = P->nd;
   for (int k = 0; k < C->nl; k++) dir[C->lcode[k]] = (int64_t)P->code[C->lcode[k]].st[nd - 1];
-  int64_t two[2] = {L, S}, lo[2] = {L, C->Ev};
   int cinit = 0;
   for (int64_t bi = b0; bi < b1; bi++) {
     int64_t base[256];
-    tdesc qm, km, vm;
-    att_entry(C, bi, &qm, &km, &vm, base);
-    /* scores = q kᵀ, as the batched matmul computes this entry */
-    tdesc scd = dense_desc(sc, D, 2, two), pmd = dense_desc(pm, D, 2, two);
-    matmul_entry(&qm, &km, &scd, C->nbatch);
+    tdesc vm;
+    att_scores(C, bi, D, sc, &vm, base);
     for (int64_t i = 0; i < L; i++) {
       for (int64_t j = 0; j < S; j += LOOM_BLOCK) {
         int w = (int)(S - j < LOOM_BLOCK ? S - j : LOOM_BLOCK);
@@ -343,9 +357,7 @@ static void att_entries(void *vc, int64_t b0, int64_t b1) {
         store_block(pm, D, i * S + j, 1, p + j, w);
       }
     }
-    /* out = P v, into this entry's rows of the dense output */
-    tdesc od = dense_desc(I->out.p + (size_t)(I->out.off + bi * L * C->Ev) * dt_size(I->out.dt), I->out.dt, 2, lo);
-    matmul_entry(&pmd, &vm, &od, C->nbatch);
+    att_output(C, bi, D, pm, &vm);
   }
 }
 
@@ -370,13 +382,10 @@ static void att_entries_f32x(void *vc, int64_t b0, int64_t b1) {
   int lk[LOOM_MAXCODE > 2048 ? 2048 : LOOM_MAXCODE]; /* code index -> load index (C->lcode) */
   for (int k = 0; k < C->nl; k++) lk[C->lcode[k]] = k;
   int nd = P->nd;
-  int64_t two[2] = {L, S}, lo[2] = {L, C->Ev};
   for (int64_t bi = b0; bi < b1; bi++) {
     int64_t base[256];
-    tdesc qm, km, vm;
-    att_entry(C, bi, &qm, &km, &vm, base);
-    tdesc scd = dense_desc(sc, DT_F32, 2, two), pmd = dense_desc(pm, DT_F32, 2, two);
-    matmul_entry(&qm, &km, &scd, C->nbatch);
+    tdesc vm;
+    att_scores(C, bi, DT_F32, sc, &vm, base);
     for (int64_t i = 0; i < L; i++) {
       for (int k = 0; k < P->ncode; k++) {
         const pcode *c = &P->code[k];
@@ -392,8 +401,7 @@ static void att_entries_f32x(void *vc, int64_t b0, int64_t b1) {
       }
       softmax_row_f32x(rp[P->code[P->out].dst], pm + i * S, e, S);
     }
-    tdesc od = dense_desc((float *)I->out.p + I->out.off + bi * L * C->Ev, DT_F32, 2, lo);
-    matmul_entry(&pmd, &vm, &od, C->nbatch);
+    att_output(C, bi, DT_F32, pm, &vm);
   }
 }
 
