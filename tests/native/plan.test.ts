@@ -147,21 +147,38 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     expect(b.dataSync().length).toBe(S * S);
   });
 
-  test("a js kernel in the middle of a queued plan: outputs written after it wait for those instructions too", () => {
-    // a 17-dim tensor is beyond the shim (16 dims): its ops run on the js backend inside the plan;
-    // the product after them is large, so the plan is queued, and its output is written after the
-    // js kernel (it used to wait only for the instructions before it and read unwritten memory)
+  /**
+   * A plan with a js kernel in its middle: ops on a 17-dim tensor (beyond the shim's 16 dims) run
+   * on the js backend inside the plan, then `products` products of 512³, whose output is written
+   * long after the js kernel ran. `want`: the eager values; `run(read)`: read(the lazy result)
+   * under the options that keep the ops apart.
+   */
+  const jsKernelMidPlan = (products: number) => {
     const S = 512;
     const a = loom.randn([S, S]), eye = loom.eye(S), t17 = loom.randn([...Array(16).fill(1), 2, 3]);
-    // 20 products of 512³ after the js kernels: the output is written long after they ran
     const f = (x: any, t: any, e: any) => {
       let y = x.mul(t.neg().sum());
-      for (let i = 0; i < 20; i++) y = y.matmul(e);
+      for (let i = 0; i < products; i++) y = y.matmul(e);
       return y;
     };
-    const want = bits(f(a, t17, eye));
+    return {
+      want: bits(f(a, t17, eye)),
+      run: <R>(read: (y: any) => R): R => loom.with_compiler_options({ fuse: false, patterns: false }, () => read(f(a.lazy(), t17.lazy(), eye.lazy()))),
+    };
+  };
+  /** x [200000] (enough work to be queued: SYNC_MAX_WORK) and a lazy graph reading index 200009 of it. */
+  const outOfBounds = () => {
+    const x = loom.randn([200_000]);
+    return { x, y: x.lazy().mul(2).exp().index_select(0, loom.tensor([0, 200_009], { dtype: "int64" }).lazy()) };
+  };
+  const OUT_OF_BOUNDS = "[index_select] index 200009 is out of bounds for dimension 0 with size 200000";
+
+  test("a js kernel in the middle of a queued plan: outputs written after it wait for those instructions too", () => {
+    // the plan is queued, and its output is written after the js kernel (it used to wait only for
+    // the instructions before it and read unwritten memory)
+    const { want, run } = jsKernelMidPlan(20);
     const fb0 = nb.stats.fallbacks, sy0 = nb.stats.syncs;
-    const got = loom.with_compiler_options({ fuse: false, patterns: false }, () => f(a.lazy(), t17.lazy(), eye.lazy()).eval());
+    const got = run((y) => y.eval());
     expect(nb.stats.fallbacks - fb0).toBeGreaterThan(0);
     expect(nb.stats.syncs - sy0).toBe(0); // queued, not a small plan
     expect(bits(got)).toEqual(want);
@@ -178,30 +195,21 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
   });
 
   test("an error inside a queued plan surfaces when its result is read", () => {
-    const x = loom.randn([200_000]); // enough work to be queued (SYNC_MAX_WORK)
-    const idx = loom.tensor([0, 200_009], { dtype: "int64" });
-    const y = x.lazy().mul(2).exp().index_select(0, idx.lazy()).eval();
-    expect(() => y.tolist()).toThrow("[index_select] index 200009 is out of bounds for dimension 0 with size 200000");
+    const { x, y } = outOfBounds();
+    const queued = y.eval();
+    expect(() => queued.tolist()).toThrow(OUT_OF_BOUNDS);
     expect(x.lazy().add(1).eval().dataSync().length).toBe(200_000); // the backend goes on
   });
 
   test("read at once (on the calling thread): a js kernel mid-plan and an index error behave as when queued", () => {
-    const S = 512;
-    const a = loom.randn([S, S]), eye = loom.eye(S), t17 = loom.randn([...Array(16).fill(1), 2, 3]);
-    const f = (x: any, t: any, e: any) => {
-      let y = x.mul(t.neg().sum());
-      for (let i = 0; i < 5; i++) y = y.matmul(e);
-      return y;
-    };
-    const want = bits(f(a, t17, eye));
+    const { want, run } = jsKernelMidPlan(5);
     const y0 = nb.stats.syncs, fb0 = nb.stats.fallbacks;
-    const got = loom.with_compiler_options({ fuse: false, patterns: false }, () => Array.from(f(a.lazy(), t17.lazy(), eye.lazy()).dataSync()));
+    const got = run((y) => Array.from(y.dataSync() as Float64Array));
     expect(nb.stats.fallbacks - fb0).toBeGreaterThan(0);
     expect(nb.stats.syncs - y0).toBeGreaterThan(0);
     expect(got).toEqual(want);
-    const x = loom.randn([200_000]);
-    const idx = loom.tensor([0, 200_009], { dtype: "int64" });
-    expect(() => x.lazy().mul(2).exp().index_select(0, idx.lazy()).tolist()).toThrow("[index_select] index 200009 is out of bounds for dimension 0 with size 200000");
+    const { x, y } = outOfBounds();
+    expect(() => y.tolist()).toThrow(OUT_OF_BOUNDS);
     expect(x.lazy().add(1).dataSync().length).toBe(200_000); // the backend goes on
   });
 
