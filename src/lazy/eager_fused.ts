@@ -90,21 +90,28 @@ export const PLANNED_MIN_ELEMENTS_SIMPLE = 1 << 18;
  * backend's own kernel runs) at tolerance "exact" or without the plan cache, below
  * PLANNED_MIN_ELEMENTS (transcendentals) / PLANNED_MIN_ELEMENTS_SIMPLE elements, when an input or
  * the output is not float32, and on other backends. The result may still be being computed (an
- * asynchronous plan): reads wait. `literal[i]`: input i is a wrapped scalar (Tensor._constant).
+ * asynchronous plan): reads wait. Bit i of `literals`: input i is a wrapped scalar (Tensor._constant).
  */
-export function plannedElementwise(device: string, op: OpDef, xs: readonly TensorData[], literal: readonly boolean[], attrs: unknown, shape: readonly number[], dtype: DType): TensorData | null {
+export function plannedElementwise(device: string, op: OpDef, xs: readonly TensorData[], literals: number, attrs: unknown, shape: readonly number[], dtype: DType): TensorData | null {
   const n = op.kind === "reduce" ? numel(xs[0]!.shape) : numel(shape); // a reduction's work is its input
-  if (dtype !== "float32" || n < (TRANSCENDENTAL.has(op.name) ? PLANNED_MIN_ELEMENTS : PLANNED_MIN_ELEMENTS_SIMPLE)) return null;
+  if (dtype !== "float32" || !plansEager(device, n, TRANSCENDENTAL.has(op.name) ? PLANNED_MIN_ELEMENTS : PLANNED_MIN_ELEMENTS_SIMPLE)) return null;
   for (let i = 0; i < xs.length; i++) if (xs[i]!.dtype !== "float32") return null;
-  const opts = compilerOptions();
-  if (opts.tolerance === "exact" || !opts.cache) return null;
-  const backend = backendFor(device);
-  if (backend.name !== "native") return null;
   // wrapped scalars as the constants a lazy recording makes, so the plan folds them as it would
   // there (pow(x, 2) -> x·x); other inputs as their buffers
-  const node = new Node(op, xs.map((x, i) => (literal[i] ? Node.constant(x) : sourceNode(x, device))), attrs, shape, dtype);
-  realize([node], backend, device);
+  const node = new Node(op, xs.map((x, i) => ((literals >> i) & 1 ? Node.constant(x) : sourceNode(x, device))), attrs, shape, dtype);
+  realize([node], backendFor(device), device);
   return node.realized;
+}
+
+/**
+ * Whether eager work of `n` elements on `device` runs as a plan (plannedElementwise, and the
+ * composites of Tensor._elementwisePlan): at least `min` elements, the native backend, a
+ * tolerance other than "exact" (where the eager kernels give the exact bits) and the plan cache on.
+ */
+export function plansEager(device: string, n: number, min: number): boolean {
+  if (n < min) return false;
+  const opts = compilerOptions();
+  return opts.tolerance !== "exact" && opts.cache && backendFor(device).name === "native";
 }
 
 /** runFused without the `patterns` switch (for primitive ops, whose choice is only the tolerance's). */

@@ -15,8 +15,7 @@ import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
-import { fusedNorm, fusedSoftmax, halfMatmul, normOperandsFit, plannedElementwise, PLANNED_MIN_ELEMENTS } from "./eager_fused.ts";
-import { compilerOptions } from "../scheduler/options.ts";
+import { fusedNorm, fusedSoftmax, halfMatmul, normOperandsFit, plannedElementwise, plansEager, PLANNED_MIN_ELEMENTS } from "./eager_fused.ts";
 import { LazyTensor } from "./lazy_tensor.ts";
 import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./readers.ts";
 import { TensorOps } from "./surface.ts";
@@ -143,7 +142,9 @@ export class Tensor extends TensorOps<Tensor> {
       if (y) return new Tensor(y, this.device);
     } else if ((op.kind === "elementwise" || op.kind === "reduce") && dtype === "float32") {
       // a large float32 elementwise op: the generated kernel a plan would run (eager_fused.ts)
-      const y = plannedElementwise(this.device, op, xs, inputs.map((t) => t._literal), attrs, shape, dtype);
+      let literals = 0; // a bit per wrapped scalar input (no array per op: this runs for every eager op)
+      for (let i = 0; i < inputs.length; i++) if (inputs[i]!._literal) literals |= 1 << i;
+      const y = plannedElementwise(this.device, op, xs, literals, attrs, shape, dtype);
       if (y) return new Tensor(y, this.device);
     }
     return new Tensor(backendFor(this.device).run(op, xs, attrs, shape, dtype), this.device);
@@ -198,13 +199,12 @@ export class Tensor extends TensorOps<Tensor> {
    * this tensor (deferred.ts), and reading the result runs it, so a large float32 tensor on the
    * native backend makes one pass with the plan's generated kernel instead of 4–6 eager kernels,
    * each a pass over memory (gelu on 4M elements: 12.9 ms -> about 2.2). Only when no gradient is
-   * recorded (the alias is not this tensor for autograd), nothing is pending, the tolerance is not
-   * "exact" (where the ops one by one give the exact bits) and eager_fused.ts's one-op rule
-   * (`plannedElementwise`) would apply to its size, dtype and backend.
+   * recorded (the alias is not this tensor for autograd), nothing is pending, and eager_fused.ts's
+   * `plansEager` admits its size (a transcendental's threshold), backend and options.
    */
   protected override _elementwisePlan(fn: (x: Tensor) => Tensor): Tensor | null {
     if (this._pend !== null || (this.requires_grad && is_grad_enabled()) || this.dtype !== "float32") return null;
-    if (this.numel() < PLANNED_MIN_ELEMENTS || backendFor(this.device).name !== "native" || compilerOptions().tolerance === "exact") return null;
+    if (!plansEager(this.device, this.numel(), PLANNED_MIN_ELEMENTS)) return null;
     const y = fn(Tensor._pending(sourceNode(this._graphBuf(), this.device), this.device));
     void y._d; // one plan now (queued on native: a read of the result waits for it)
     return y;
