@@ -343,9 +343,10 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
   });
 
   test("a loop making a 16 MiB result per call reuses pooled blocks without being told to collect", () => {
-    // W3's shape: each result dies at once, and only the collections the pool asks for (every
-    // 128 MiB) return them. With a 32 MiB cache floor every other call missed the pool and paid
-    // for a fresh block's page faults (about 5 ms here against a 1.2 ms kernel).
+    // W3's shape: each result dies at once and comes back at a collection (the runtime's own, or
+    // one the pool asks for every 128 MiB when those fall behind). With a 32 MiB cache floor every
+    // other call missed the pool and paid for a fresh block's page faults (about 5 ms here
+    // against a 1.2 ms kernel).
     const x = loom.randn([4096, 1024]);
     const f = () => loom.softmax(x.lazy(), -1).eval().dataSync().length;
     // earlier tests' cached blocks of other sizes would fill the cache: start from an empty one
@@ -361,5 +362,17 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     // a few misses where a collection of the runtime's own comes late (3 seen after the whole
     // suite); the 32 MiB floor missed 8 of 32 even alone
     expect(nb.memory.stats().misses - m0).toBeLessThanOrEqual(4);
+  });
+
+  test("results kept alive make the pool ask for full collections (its memory bound), counted", () => {
+    // nothing allocated here comes back, so the runtime's own collections cannot be keeping up:
+    // every budget's worth (max(128 MiB, bytes in use)) asks for one (384 MiB: at least 2)
+    const x = loom.randn([1024, 1024]);
+    const keep: loom.Tensor[] = [];
+    const f0 = nb.memory.forcedCollections;
+    for (let i = 0; i < 96; i++) keep.push(x.neg());
+    expect(nb.memory.forcedCollections - f0).toBeGreaterThanOrEqual(2);
+    expect(nb.memory.stats().live).toBeGreaterThanOrEqual(96 * (4 << 20));
+    expect(keep[95]!.dataSync()[7]).toBe(-x.dataSync()[7]!);
   });
 });
