@@ -11,9 +11,9 @@
  * (native/kernels/rows_f32.c).
  *
  * The same for rms_norm and layer_norm (functional.ts) with their fused_rms_norm /
- * fused_layer_norm. log_softmax has no fused op: it stays op by op. And for one primitive whose
- * implementations differ by tolerance: float16/bfloat16 matmul (`halfMatmul`, any grad mode: the
- * op is the registry's matmul, so autograd records it as usual).
+ * fused_layer_norm. log_softmax has no fused op: it stays op by op. And for the primitives whose
+ * implementations differ by tolerance (`tolerantPrimitive`, any grad mode: the op is the
+ * registry's own, so autograd records it as usual): float16/bfloat16 matmul, float32 lora_linear.
  *
  * Used only where no gradient is recorded (the fused ops have no gradient rules: they exist only
  * inside compiled plans, after autograd), the compiler's `patterns` option is on, the backend has
@@ -64,13 +64,15 @@ export function runFused(device: string, op: OpDef, inputs: readonly TensorData[
 }
 
 /**
- * A float16/bfloat16 product run now by the catalog's best implementation at the global
- * tolerance, as a plan chooses it: the float32-accumulating product (native/half_matmul.ts) at
- * the default tolerance, the exact dgemm kernel at "exact". Null where no implementation runs it
- * (the backend's own kernel then does). `xs`: [a, b]; `shape`/`dtype`: the output's.
+ * A primitive op whose implementations differ by tolerance, run now by the catalog's best at the
+ * global tolerance, as a plan chooses it: a float16/bfloat16 matmul accumulates in float32
+ * (native/half_matmul.ts) and a float32 lora_linear adds its rank-r update in one double pass
+ * (native/lora.ts) at the default tolerance; "exact" runs the exact kernels. Null where no
+ * implementation runs it (the backend's own kernel then does). `xs`: the op's inputs; `attrs`
+ * its attributes (their values key the cached choice); `shape`/`dtype`: the output's.
  */
-export function halfMatmul(device: string, xs: readonly TensorData[], shape: readonly number[], dtype: DType): TensorData | null {
-  return runBest(device, OPS.matmul, xs, () => ({}), "", shape, dtype);
+export function tolerantPrimitive(device: string, op: OpDef, xs: readonly TensorData[], attrs: object, shape: readonly number[], dtype: DType): TensorData | null {
+  return runBest(device, op, xs, () => attrs, Object.values(attrs).join(","), shape, dtype);
 }
 
 /** Primitive float32 ops whose eager kernel (double libm per element) is several times a plan's generated one. */

@@ -15,7 +15,7 @@ import { is_grad_enabled, no_grad } from "../autograd/grad_mode.ts";
 import { realize } from "../scheduler/realize.ts";
 import { backendFor } from "./device.ts";
 import { canDeferWrite, flush, hasPendingWrite, hasUnflushedWrite, ownValue, recordWrite, releaseValue, retainValue, settleRead } from "./deferred.ts";
-import { fusedNorm, fusedSoftmax, halfMatmul, normOperandsFit, plannedElementwise, plansEager, PLANNED_MIN_ELEMENTS } from "./eager_fused.ts";
+import { fusedNorm, fusedSoftmax, normOperandsFit, plannedElementwise, plansEager, PLANNED_MIN_ELEMENTS, tolerantPrimitive } from "./eager_fused.ts";
 import { LazyTensor } from "./lazy_tensor.ts";
 import { beforeWrite, hasPrivateReaders, privateSource, sourceNode } from "./readers.ts";
 import { TensorOps } from "./surface.ts";
@@ -136,9 +136,10 @@ export class Tensor extends TensorOps<Tensor> {
     }
     const xs = new Array<TensorData>(inputs.length);
     for (let i = 0; i < inputs.length; i++) xs[i] = inputs[i]!._d;
-    if (op === OPS.matmul && (dtype === "bfloat16" || dtype === "float16")) {
-      // the implementation a plan would choose at the global tolerance (float32 accumulation by default)
-      const y = halfMatmul(this.device, xs, shape, dtype);
+    if ((op === OPS.matmul && (dtype === "bfloat16" || dtype === "float16")) || (op === OPS.lora_linear && dtype === "float32")) {
+      // the implementation a plan would choose at the global tolerance (half matmul: float32
+      // accumulation; lora_linear: the one-pass epilogue)
+      const y = tolerantPrimitive(this.device, op, xs, attrs as object, shape, dtype);
       if (y) return new Tensor(y, this.device);
     } else if ((op.kind === "elementwise" || op.kind === "reduce") && dtype === "float32") {
       // a large float32 elementwise op: the generated kernel a plan would run (eager_fused.ts)

@@ -7,6 +7,7 @@
  *   `native.fused_elementwise.jit`, `native.fused_reduce.jit`)
  * - jit_matmul.ts: products with a generated epilogue (`native.fused_matmul.jit_f32`, `.jit`)
  * - half_matmul.ts: float16/bfloat16 products accumulated in float32 (`native.matmul.f32acc.*`)
+ * - lora.ts: LoRA linear with a one-pass double epilogue (`native.lora_linear.f32`, `native.fused_lora_linear.f32`)
  */
 import { FUSED_OPS, OPS, type FusedOpName, type OpName } from "../../graph/registry.ts";
 import type { Application, Implementation } from "../catalog.ts";
@@ -15,6 +16,7 @@ import { rowImplementations } from "./rows.ts";
 import { jitImplementations } from "./jit.ts";
 import { jitMatmulImplementations } from "./jit_matmul.ts";
 import { halfMatmulImplementations } from "./half_matmul.ts";
+import { loraImplementations } from "./lora.ts";
 
 /** Rank of the exact kernels: after every bounded implementation that applies. */
 const EXACT_RANK = 100;
@@ -48,5 +50,6 @@ export function nativeCatalog(b: NativeBackend): ReadonlyMap<string, readonly Im
   add(jitImplementations(b));
   add(jitMatmulImplementations(b));
   add(halfMatmulImplementations(b));
+  add(loraImplementations(b));
   return m;
 }
