@@ -63,15 +63,23 @@ export function runFused(device: string, op: OpDef, inputs: readonly TensorData[
   return runBest(device, op, inputs, attrs, key, shape, dtype);
 }
 
+/** Primitive ops, by output dtype, with a bounded catalog implementation that eager ops should also run. */
+const TOLERANT: ReadonlyMap<OpDef, readonly DType[]> = new Map<OpDef, readonly DType[]>([
+  [OPS.matmul, ["float16", "bfloat16"]],
+  [OPS.lora_linear, ["float32"]],
+]);
+
 /**
  * A primitive op whose implementations differ by tolerance, run now by the catalog's best at the
  * global tolerance, as a plan chooses it: a float16/bfloat16 matmul accumulates in float32
  * (native/half_matmul.ts) and a float32 lora_linear adds its rank-r update in one double pass
- * (native/lora.ts) at the default tolerance; "exact" runs the exact kernels. Null where no
- * implementation runs it (the backend's own kernel then does). `xs`: the op's inputs; `attrs`
- * its attributes (their values key the cached choice); `shape`/`dtype`: the output's.
+ * (native/lora.ts) at the default tolerance; "exact" runs the exact kernels. Null for any other
+ * op or dtype (TOLERANT) and where no implementation runs it: the backend's own kernel then
+ * does. `xs`: the op's inputs; `attrs` its attributes (their values key the cached choice);
+ * `shape`/`dtype`: the output's.
  */
 export function tolerantPrimitive(device: string, op: OpDef, xs: readonly TensorData[], attrs: object, shape: readonly number[], dtype: DType): TensorData | null {
+  if (!TOLERANT.get(op)?.includes(dtype)) return null;
   return runBest(device, op, xs, () => attrs, Object.values(attrs).join(","), shape, dtype);
 }
 

@@ -136,9 +136,9 @@ export class Tensor extends TensorOps<Tensor> {
     }
     const xs = new Array<TensorData>(inputs.length);
     for (let i = 0; i < inputs.length; i++) xs[i] = inputs[i]!._d;
-    if ((op === OPS.matmul && (dtype === "bfloat16" || dtype === "float16")) || (op === OPS.lora_linear && dtype === "float32")) {
-      // the implementation a plan would choose at the global tolerance (half matmul: float32
-      // accumulation; lora_linear: the one-pass epilogue)
+    if (op.kind === "kernel") {
+      // the implementation a plan would choose at the global tolerance (eager_fused.ts: half
+      // matmul accumulating in float32, lora_linear's one-pass epilogue)
       const y = tolerantPrimitive(this.device, op, xs, attrs as object, shape, dtype);
       if (y) return new Tensor(y, this.device);
     } else if ((op.kind === "elementwise" || op.kind === "reduce") && dtype === "float32") {
