@@ -7,7 +7,7 @@
  * compiles nothing); a failed compile runs the exact kernel; tolerance "exact" never selects them.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as loom from "../../src/index.ts";
@@ -143,6 +143,25 @@ describe.skipIf(!ENABLED)("generated native kernels", () => {
     checkBoth("masked finfo.min", (a, b, c) => (a.masked_fill(c.logical_not(), minF32) as any).sub(b).exp(), [x, m, mask]);
     const big = (seed: number) => stress(1031, seed).abs().mul(1e36).add(3e38); // [3e38, 3.4e38]: sums overflow float32
     checkBoth("overflow", (a, b, c) => (a.add(b) as any).sub(c).mul(2 ** -123).exp(), [big(6), big(7), big(8)]);
+  });
+
+  test("the infinity rule of + and − is generated only where an infinity can reach an exp", () => {
+    // the rule (an exactly known ±inf operand adds no rounding) is what certifies a masked
+    // softmax numerator without the double recomputation; elsewhere it only costs time
+    const dir = join(ENV.LOOM_CACHE_DIR, "kernels");
+    const sources = () => new Set(readdirSync(dir).filter((f) => f.endsWith(".c")));
+    /** The generated C of the units compiled while running fn on fresh inputs. */
+    const newSource = (fn: Fn, xs: readonly T[]): string => {
+      const before = sources();
+      check("rule", fn, xs, [FAST]);
+      return [...sources()].filter((f) => !before.has(f)).map((f) => readFileSync(join(dir, f), "utf8")).join("\n");
+    };
+    const mask = loom.tensor(Array.from({ length: 1033 }, (_, i) => i % 3 !== 0), { dtype: "bool" });
+    const masked = newSource((a, b, c) => (a.masked_fill(c.logical_not(), -Infinity) as any).sub(b).add(0.5).exp().mul(b), [stress(1033, 9), stress(1033, 10), mask]);
+    expect(masked.match(/__builtin_isinf/g)?.length).toBe(2 * 3); // the sub and the add, three isinf tests each
+    const gelu = newSource((x, a, b) => geluErf(x.mul(a).add(b)), [stress(1037, 11), stress(1037, 12), stress(1037, 13)]);
+    expect(gelu).toContain("loom_jit_");
+    expect(gelu).not.toContain("__builtin_isinf");
   });
 
   test("gelu(x·a + b), erf and tanh forms, 8200 elements (two tiles plus a tail)", () => {

@@ -14,7 +14,9 @@
  *   max/min/abs/neg/relu pass the error through;
  * - +, − with an infinite operand whose bound is finite: the reference has the same infinity, so
  *   no rounding term (−inf − max in a masked softmax; a float32 overflow of finite operands still
- *   gets an infinite bound);
+ *   gets an infinite bound); tested only where the value can reach an exp, since an infinity
+ *   anywhere else leaves the element uncertified whatever its bound;
+ * - the bounds' sums of products are fmaf's (one rounding where C would round twice);
  * - a libmvec function f with input error d: L·d (tanh, sin, cos 1; exp: f·(e^d − 1), and 0 for an
  *   interval below −104, where float32 and the float64 reference both round to 0;
  *   log: d/(x − d); log1p: d/(1 + x − d)) plus 4 ulp of the result (|f|·2^-21); erf:
@@ -92,6 +94,30 @@ export function unsupportedFast(p: Program): string | null {
 }
 
 const abs = (x: string) => `__builtin_fabsf(${x})`;
+/**
+ * x·y + z in one rounding: the bounds' own sums of products (the kernels compile with
+ * -ffp-contract=off, so plain C would round twice; one rounding is within the bound's slack as
+ * two are, see the file comment) in fewer instructions.
+ */
+const fma = (x: string, y: string, z: string) => `__builtin_fmaf(${x}, ${y}, ${z})`;
+/** Ops that pass an exactly known infinity on unchanged with a finite bound (their bound rules above). */
+const INF_PASS = new Set(["add", "sub", "neg", "maximum", "minimum", "where", "contiguous"]);
+
+/**
+ * Per instruction: whether its value can carry an exactly known infinity into an exp (through
+ * INF_PASS ops), where exp(−inf) = 0 is certified. Only such add/sub need the rule that an
+ * infinite operand adds no rounding (a masked score, −inf − max): anywhere else an infinite
+ * value makes the element uncertified whatever its bound, and the double kernel computes it.
+ */
+function infinitiesReachExp(p: Program): boolean[] {
+  const want = new Array<boolean>(p.code.length).fill(false);
+  for (let i = p.code.length - 1; i >= 0; i--) {
+    const c = p.code[i]!;
+    if (c.k !== "op") continue;
+    if (c.op.name === "exp" || (want[i] && INF_PASS.has(c.op.name))) for (const x of c.args) want[x] = true;
+  }
+  return want;
+}
 const INF = "__builtin_inff()";
 /** One float32 rounding (2^-24) plus the float64 reference's own (2^-53), relative. */
 const RND = "0x1.0001p-24f";
@@ -106,6 +132,7 @@ const FLOAT: CPrecision = { type: "float", f: "f", fn: (n) => FLOAT_FN[n] ?? nul
  */
 function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind: string, leafErr: (i: number) => string | null = () => null): { v: string; e: string | null } {
   const err: (string | null)[] = [];
+  const exactInf = infinitiesReachExp(p);
   p.code.forEach((c, i) => {
     const t = `t${i}`;
     if (c.k !== "op") {
@@ -135,8 +162,20 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       case "cast": return push(c.dtype === "bool" ? sure(a, ea) : ea);
       // an infinite operand known exactly (its bound finite) gives the same infinity in the
       // reference: no rounding (a masked score, -inf − max, stays certified through exp)
-      case "add": case "sub": return push([ea, eb, `(__builtin_isinf(${t}) && (__builtin_isinf(${a}) || __builtin_isinf(${b})) ? 0.0f : ${rnd})`].filter(Boolean).join(" + "));
-      case "mul": return push([ea && `${abs(b)} * ${ea}`, eb && `${abs(a)} * ${eb}`, ea && eb && `${ea} * ${eb}`, rnd].filter(Boolean).join(" + "));
+      // (only where such an infinity can reach an exp: elsewhere an infinite value is never
+      // certified anyway, and the test costs about a quarter of W2's kernel)
+      case "add": case "sub": {
+        const sum = ea && eb ? `${ea} + ${eb}` : ea ?? eb ?? "0.0f";
+        if (!exactInf[i]) return push(fma(abs(t), RND, sum));
+        return push(`${sum} + (__builtin_isinf(${t}) && (__builtin_isinf(${a}) || __builtin_isinf(${b})) ? 0.0f : ${rnd})`);
+      }
+      case "mul": {
+        let e = rnd;
+        if (ea && eb) e = fma(ea, eb, e);
+        if (eb) e = fma(abs(a), eb, e);
+        if (ea) e = fma(abs(b), ea, e);
+        return push(e);
+      }
       case "div": return push(`(${abs(b)} > ${B} ? (${A} + ${abs(t)} * ${B}) / (${abs(b)} - ${B}) : ${INF}) + ${rnd}`);
       case "reciprocal": return push(`(${abs(a)} > ${A} ? ${abs(t)} * ${A} / (${abs(a)} - ${A}) : ${INF}) + ${rnd}`);
       // the input's interval must not reach below 0 (the reference would be NaN)
@@ -181,11 +220,11 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
           exp: `(${a} + ${A} < -104.0f ? 0.0f : ${t} * (${A} < 1e-3f ? ${A} * 1.001f : ${INF}))`,
           log: `(${a} > ${A} ? ${A} / (${a} - ${A}) : ${INF})`,
           log1p: `(1.0f + ${a} > ${A} ? ${A} / (1.0f + ${a} - ${A}) : ${INF})`,
-          sin: A, cos: A, tanh: A, erf: `1.1283792f * ${A}`,
+          sin: A, cos: A, tanh: A,
         };
         // erf is Loom's own (loom_erff): its measured absolute bound instead of 4 ulp
-        const own = name === "erf" ? `${ERF_ABS_BOUND.toExponential()}f` : ulp4;
-        return push(ea ? `${prop[name]} + ${own}` : own);
+        if (name === "erf") return push(ea ? fma("1.1283792f", A, `${ERF_ABS_BOUND.toExponential()}f`) : `${ERF_ABS_BOUND.toExponential()}f`);
+        return push(ea ? fma(abs(t), "0x1p-21f", prop[name]!) : ulp4);
       }
     }
   });
@@ -198,7 +237,8 @@ export function genElementwiseFast(p: Program): Generated {
   const h = elementwiseHead(p, A);
   const lines = [
     SIGNATURE, ...A.lines,
-    `  float ob[${TILE}];`, `  unsigned char fl[${TILE}];`,
+    // 32-bit flags: with bytes GCC vectorizes 64 elements per iteration and spills registers
+    `  float ob[${TILE}];`, `  uint32_t fl[${TILE}];`,
     `  const int alias = P[${MAX_INPUTS + 1}] != 0; /* out shares an input's buffer: stage the tile in ob */`,
     "  for (int64_t t = begin; t < end; t++) {", ...h.lines,
     "    float *dst = alias ? ob : out + j0;",
@@ -208,7 +248,7 @@ export function genElementwiseFast(p: Program): Generated {
   const r = fastBody(p, (i) => h.inner.get(i)!, lines, "      ");
   lines.push(`      dst[j - j0] = ${r.v};`);
   // a non-finite float32 result is never certified: the reference may be finite (overflow in float32 only)
-  lines.push(`      const int f = !(${r.e ?? "0.0f"} <= ${FAST_ATOL} + ${FAST_RTOL} * ${abs(r.v)} && ${abs(r.v)} <= 0x1.fffffep127f);`, "      fl[j - j0] = (unsigned char)f;", "      any |= f;", "    }");
+  lines.push(`      const int f = !(${r.e ?? "0.0f"} <= ${fma(FAST_RTOL, abs(r.v), FAST_ATOL)} && ${abs(r.v)} <= 0x1.fffffep127f);`, "      fl[j - j0] = (uint32_t)f;", "      any |= f;", "    }");
   // the double kernel's value for each element the bound does not certify (inputs still intact: out is written below)
   lines.push("    if (any) {", "      for (int64_t j = j0; j < j1; j++) {", "        if (!fl[j - j0]) continue;");
   const d = body(p, (_c, i) => h.inner.get(i)!, lines, "        ");
