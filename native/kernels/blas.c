@@ -203,6 +203,13 @@ static int use_own_sgemv(void) {
   const char *e = getenv("LOOM_GEMV");
   return !(e && strcmp(e, "blas") == 0);
 }
+
+/* LOOM_SGEMM=blas: products C = A·B through OpenBLAS's sgemm instead of sgemm_nn.c (A/B timing,
+ * read at each product like LOOM_GEMV). */
+static int use_own_sgemm(void) {
+  const char *e = getenv("LOOM_SGEMM");
+  return !(e && strcmp(e, "blas") == 0);
+}
 #endif
 
 int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {
@@ -241,6 +248,9 @@ void loom_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
     sgemv_rows_f32(K, N, A, ta ? lda : 1, B, ldb, C);
     return;
   }
+  /* every other C = A·B (sgemm_nn.c): the same fma chain per element as the gemv above, so
+   * every split of a product into row or column blocks gives the same bits */
+  if (!ta && !tb && alpha == 1.0f && beta == 0.0f && use_own_sgemm() && loom_sgemm_nn(M, N, K, A, lda, B, ldb, C, ldc)) return;
 #endif
   if (loom_blas_available() && K > 0) {
     GEMV_FORWARD(p_sgemv)
