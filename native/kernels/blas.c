@@ -248,9 +248,11 @@ void loom_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
     sgemv_rows_f32(K, N, A, ta ? lda : 1, B, ldb, C);
     return;
   }
-  /* every other C = A·B (sgemm_nn.c): the same fma chain per element as the gemv above, so
-   * every split of a product into row or column blocks gives the same bits */
-  if (!ta && !tb && alpha == 1.0f && beta == 0.0f && use_own_sgemm() && loom_sgemm_nn(M, N, K, A, lda, B, ldb, C, ldc)) return;
+  /* C = A·B with 16 columns or more (sgemm_nn.c): the same fma chain per element as the gemv
+   * above, so every split of a product into row or column blocks gives the same bits (matmul.c
+   * never cuts a block of fewer than 16 columns off a wider product). Narrower products keep
+   * BLAS: the kernel's 16-lane rows would run mostly empty (N = 1..3: 2-4x slower than OpenBLAS). */
+  if (!ta && !tb && N >= 16 && alpha == 1.0f && beta == 0.0f && use_own_sgemm() && loom_sgemm_nn(M, N, K, A, lda, B, ldb, C, ldc)) return;
 #endif
   if (loom_blas_available() && K > 0) {
     GEMV_FORWARD(p_sgemv)

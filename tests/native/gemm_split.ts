@@ -64,5 +64,8 @@ const products = [
   product(64, 2048, 1000, false), // 2.6e8 flops, column blocks, N not a multiple of 16
   product(1000, 300, 200, false), // 1.2e8 flops, M > N: row blocks
   product(333, 517, 771, true), // 2.7e8 flops, odd sizes, transposed b
+  // 4.4e6 flops, 33 columns: cut in blocks of 32 and 1 before matmul.c kept blocks of 16 columns
+  // or more (the 1-column block went to BLAS's gemv, the rest to sgemm_nn.c: other bits)
+  product(33, 2000, 33, false),
 ];
 console.log(JSON.stringify({ products, loomThreads: loomThreads(), poolThreads: nb.lib.threads, blas: nb.blas() }));
