@@ -289,8 +289,9 @@ void loom_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K, doub
  */
 int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y);
 /**
- * C = A·B, float32, row-major, neither transposed (sgemm_nn.c): C[i][j] is the fma chain over
- * k = 0..K-1 from 0, whatever M, N and the blocking. Returns 0 without AVX-512 (use BLAS then).
+ * C = A·B, float32, row-major, neither transposed (sgemm_nn.c): C[i][j] is fl(A[i][0]·B[0][j])
+ * followed by the fma chain over k = 1..K-1, whatever M, N and the blocking (the one-row gemv's
+ * chain). Returns 0 without AVX-512 (use BLAS then).
  */
 int loom_sgemm_nn(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc);
 

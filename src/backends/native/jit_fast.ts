@@ -14,8 +14,8 @@
  *   max/min/abs/neg/relu pass the error through;
  * - +, − with an infinite operand whose bound is finite: the reference has the same infinity, so
  *   no rounding term (−inf − max in a masked softmax; a float32 overflow of finite operands still
- *   gets an infinite bound); tested only where the value can reach an exp, since an infinity
- *   anywhere else leaves the element uncertified whatever its bound;
+ *   gets an infinite bound); tested only where some use can turn the infinity into a certified
+ *   value (exp, tanh, a comparison...), not where it can only reach a product, a log or the result;
  * - the bounds' sums of products are fmaf's (one rounding where C would round twice);
  * - a libmvec function f with input error d: L·d (tanh, sin, cos 1; exp: f·(e^d − 1), and 0 for an
  *   interval below −104, where float32 and the float64 reference both round to 0;
@@ -100,21 +100,30 @@ const abs = (x: string) => `__builtin_fabsf(${x})`;
  * two are, see the file comment) in fewer instructions.
  */
 const fma = (x: string, y: string, z: string) => `__builtin_fmaf(${x}, ${y}, ${z})`;
-/** Ops that pass an exactly known infinity on unchanged with a finite bound (their bound rules above). */
-const INF_PASS = new Set(["add", "sub", "neg", "maximum", "minimum", "where", "contiguous"]);
+/** Ops whose value is an infinite input's, unchanged, with its bound (an infinite result is never certified). */
+const INF_PASS = new Set(["add", "sub", "neg", "abs", "relu", "contiguous"]);
+/** Ops for which an infinite input always gives an infinite or NaN bound (mul: |t|·2^-24; log, sqrt...). */
+const INF_NEVER = new Set(["mul", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "pow"]);
 
 /**
- * Per instruction: whether its value can carry an exactly known infinity into an exp (through
- * INF_PASS ops), where exp(−inf) = 0 is certified. Only such add/sub need the rule that an
- * infinite operand adds no rounding (a masked score, −inf − max): anywhere else an infinite
- * value makes the element uncertified whatever its bound, and the double kernel computes it.
+ * Per instruction: whether an exactly known infinity in its value can end in a certified element:
+ * some use of it, directly or through INF_PASS ops, is an op that turns it into a finite value
+ * with a finite bound (exp(−inf) = 0, tanh, erf, sigmoid, 1/x, max/min, comparisons, where's
+ * condition...). Only such add/sub need the rule that an infinite operand adds no rounding (a
+ * masked score, −inf − max): elsewhere the infinity reaches a mul, log, sqrt... or the result,
+ * and the element goes to the double kernel whatever the rule says.
  */
-function infinitiesReachExp(p: Program): boolean[] {
+function infinitiesCertified(p: Program): boolean[] {
   const want = new Array<boolean>(p.code.length).fill(false);
   for (let i = p.code.length - 1; i >= 0; i--) {
     const c = p.code[i]!;
-    if (c.k !== "op") continue;
-    if (c.op.name === "exp" || (want[i] && INF_PASS.has(c.op.name))) for (const x of c.args) want[x] = true;
+    if (c.k !== "op" || INF_NEVER.has(c.op.name)) continue;
+    const pass = INF_PASS.has(c.op.name) || (c.op.name === "cast" && c.dtype !== "bool");
+    c.args.forEach((x, j) => {
+      // where's values pass through (the condition is a discontinuous use: it can certify)
+      if (pass || (c.op.name === "where" && j > 0)) want[x] ||= want[i]!;
+      else want[x] = true;
+    });
   }
   return want;
 }
@@ -132,7 +141,7 @@ const FLOAT: CPrecision = { type: "float", f: "f", fn: (n) => FLOAT_FN[n] ?? nul
  */
 function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind: string, leafErr: (i: number) => string | null = () => null): { v: string; e: string | null } {
   const err: (string | null)[] = [];
-  const exactInf = infinitiesReachExp(p);
+  const exactInf = infinitiesCertified(p);
   p.code.forEach((c, i) => {
     const t = `t${i}`;
     if (c.k !== "op") {
@@ -162,8 +171,8 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       case "cast": return push(c.dtype === "bool" ? sure(a, ea) : ea);
       // an infinite operand known exactly (its bound finite) gives the same infinity in the
       // reference: no rounding (a masked score, -inf − max, stays certified through exp)
-      // (only where such an infinity can reach an exp: elsewhere an infinite value is never
-      // certified anyway, and the test costs about a quarter of W2's kernel)
+      // (only where such an infinity can end in a certified element, infinitiesCertified: the
+      // test costs about a quarter of W2's kernel, whose sums all feed products)
       case "add": case "sub": {
         const sum = ea && eb ? `${ea} + ${eb}` : ea ?? eb ?? "0.0f";
         if (!exactInf[i]) return push(fma(abs(t), RND, sum));
