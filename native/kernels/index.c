@@ -169,14 +169,62 @@ int k_tri(const loom_instr *I) {
   return 0;
 }
 
-/** attrs = [dim]: inputs copied side by side along dim (with dtype conversion). */
+/** One input of a cat as blocks: `outer` blocks of `block` bytes, the i-th at src(i), to dst + i·ostride. */
+typedef struct {
+  const tdesc *in;
+  int dim;
+  int64_t block, ostride;
+  char *dst;
+} cat_ctx;
+
+static void cat_blocks(void *vc, int64_t i0, int64_t i1) {
+  const cat_ctx *C = vc;
+  const tdesc *x = C->in;
+  size_t es = (size_t)dt_size(x->dt);
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t off = offset_of(C->dim, x->shape, x->st, x->off, i); /* the outer dims' index i */
+    memcpy(C->dst + i * C->ostride, x->p + (size_t)off * es, (size_t)C->block);
+  }
+}
+
+/**
+ * Whether x's dims from `dim` on are one dense run (size-1 dims have any stride): then each outer
+ * index is one contiguous block, copied with memcpy instead of the strided interpreter.
+ */
+static int dense_from(const tdesc *x, int dim) {
+  int64_t inner = 1;
+  for (int d = x->nd - 1; d >= dim; d--) {
+    if (x->shape[d] != 1 && x->st[d] != inner) return 0;
+    inner *= x->shape[d];
+  }
+  return 1;
+}
+
+/**
+ * attrs = [dim]: inputs copied side by side along dim (with dtype conversion). Into a dense
+ * output, an input of the output's dtype whose dims from `dim` on are dense is copied block by
+ * block with memcpy over the pool; others go through the strided copy (W7u's q/k/v gradient, a cat of three
+ * [2048, 384] row views into [2048, 1152]: 1.4 ms through the interpreter).
+ */
 int k_cat(const loom_instr *I) {
   int dim = (int)I->attr[0];
-  int64_t start = 0;
+  const tdesc *o = &I->out;
+  int64_t start = 0, outer = 1, inner = 1;
+  for (int d = 0; d < dim; d++) outer *= o->shape[d];
+  for (int d = dim + 1; d < o->nd; d++) inner *= o->shape[d];
+  size_t es = (size_t)dt_size(o->dt);
+  int odense = dense_from(o, 0);
   for (int k = 0; k < I->nin; k++) {
-    int64_t len = I->in[k].shape[dim];
-    tdesc d = narrow(&I->out, dim, start, len);
-    copy_strided(&d, &I->in[k]);
+    const tdesc *x = &I->in[k];
+    int64_t len = x->shape[dim];
+    if (odense && x->dt == o->dt && dense_from(x, dim) && len * inner > 0) {
+      cat_ctx C = {x, dim, len * inner * (int64_t)es, o->shape[dim] * inner * (int64_t)es,
+                   o->p + (size_t)(o->off + start * inner) * es};
+      loom_parallel_for(outer, 1 + (int64_t)(65536 / (len * inner * (int64_t)es + 1)), cat_blocks, &C);
+    } else {
+      tdesc d = narrow(o, dim, start, len);
+      copy_strided(&d, x);
+    }
     start += len;
   }
   return 0;

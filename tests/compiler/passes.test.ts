@@ -8,7 +8,7 @@ import { OPS } from "../../src/graph/registry.ts";
 import { makeGraph, structuralKey, type Graph } from "../../src/graph/passes/ir.ts";
 import { legalizeViews } from "../../src/graph/passes/layout.ts";
 import {
-  cse, eliminateIdentities, foldConstants, foldViews, protectOutputs, simplify,
+  cse, eliminateIdentities, foldConstants, foldViews, mergeSliceBackwards, protectOutputs, simplify,
 } from "../../src/graph/passes/simplify.ts";
 import { jsBackend } from "../../src/backends/js/backend.ts";
 import { bits, irOf, opsOf, useJs } from "./helpers.ts";
@@ -138,6 +138,63 @@ describe("outputs and layouts", () => {
     const g = legalizeViews(irOf(x.t().reshape(12)));
     expect(opsOf(g)).toEqual(["permute", "contiguous", "reshape"]);
     expect(bits(x.t().reshape(12))).toEqual(bits(x.eval().t().reshape(12)));
+  });
+});
+
+describe("sums of slice_backward", () => {
+  /** slice_backward of `t` into zeros of `shape` at [start, end) of `dim` (a split piece's gradient). */
+  const sb = (t: any, shape: number[], dim: number, start: number, end: number) =>
+    t._apply(OPS.slice_backward, [], { dim, start, end, step: 1, input_shape: shape });
+  const f32 = { dtype: "float32" as const };
+
+  test("a split's gradient (q, k, v) becomes one cat plus 0, and the bits stay", () => {
+    const shape = [3, 12];
+    const [q, k, v] = [0, 1, 2].map(() => loom.randn([3, 4]));
+    q!.dataSync(); // values on the host
+    const make = (a: any, b: any, c: any) => sb(a, shape, 1, 0, 4).add(sb(b, shape, 1, 4, 8)).add(sb(c, shape, 1, 8, 12));
+    const y = make(q!.lazy(), k!.lazy(), v!.lazy());
+    const g = mergeSliceBackwards(irOf(y));
+    expect(opsOf(g)).toEqual(["cat", "add"]);
+    expect(bits(y)).toEqual(bits(make(q, k, v)));
+    // any order of the adds and pieces, a run that is not the whole dim: a slice_backward of the cat
+    const z = sb(v!.lazy(), shape, 1, 6, 10).add(sb(q!.lazy(), shape, 1, 2, 6));
+    expect(opsOf(mergeSliceBackwards(irOf(z)))).toEqual(["cat", "slice_backward", "add"]);
+    expect(bits(z)).toEqual(bits(sb(v, shape, 1, 6, 10).add(sb(q, shape, 1, 2, 6))));
+  });
+
+  test("−0 in a piece comes out +0, as the sum makes it", () => {
+    const a = loom.tensor([[-0, 1], [2, -0]], f32), b = loom.tensor([[-0, -3], [4, 5]], f32);
+    const y = sb(a.lazy(), [2, 4], 1, 0, 2).add(sb(b.lazy(), [2, 4], 1, 2, 4));
+    expect(opsOf(mergeSliceBackwards(irOf(y)))).toEqual(["cat", "add"]);
+    const got = Array.from(y.eval().dataSync());
+    expect(got).toEqual([0, 1, 0, -3, 2, 0, 4, 5]);
+    expect(got.map((v) => Object.is(v, -0))).toEqual(new Array(8).fill(false));
+  });
+
+  test("left alone: overlapping ranges, a gap, other dims, a piece used elsewhere", () => {
+    const shape = [2, 8], [a, b] = [loom.randn([2, 4]).lazy(), loom.randn([2, 4]).lazy()];
+    const c = loom.randn([1, 8]).lazy();
+    expect(opsOf(mergeSliceBackwards(irOf(sb(a, shape, 1, 0, 4).add(sb(b, shape, 1, 3, 7)))))).toEqual(["slice_backward", "slice_backward", "add"]);
+    expect(opsOf(mergeSliceBackwards(irOf(sb(a, shape, 1, 0, 4).add(sb(b, [2, 9], 1, 5, 9).narrow(1, 0, 8)))))).not.toContain("cat");
+    expect(opsOf(mergeSliceBackwards(irOf(sb(a, [3, 8], 1, 0, 4).add(sb(c, [3, 8], 0, 2, 3)))))).not.toContain("cat");
+    const p = sb(a, shape, 1, 0, 4);
+    expect(opsOf(mergeSliceBackwards(irOf(p.add(sb(b, shape, 1, 4, 8)), p)))).not.toContain("cat");
+  });
+
+  test("a lazy fused-qkv backward: no slice_backward left in the plan, gradients as the eager ones", () => {
+    loom.manual_seed(4);
+    const x = loom.randn([5, 6]), w = loom.randn([6, 9]);
+    const grad = (lazy: boolean) => {
+      const X = lazy ? x.lazy().requires_grad_(true) : x.clone().requires_grad_(true);
+      const [q, k, v] = (X as any).matmul(lazy ? w.lazy() : w).split(3, -1);
+      const loss = q.mul(k).add(v.tanh()).sum();
+      return loom.autograd.grad(loss, [X])[0] as any;
+    };
+    const g = grad(true);
+    const ops = g.plan().instructions.map((i: { op: { name: string } }) => i.op.name);
+    expect(ops).toContain("cat");
+    expect(ops).not.toContain("slice_backward");
+    expect(bits(g)).toEqual(bits(grad(false)));
   });
 });
 

@@ -189,6 +189,11 @@ describe.skipIf(!NATIVE)("native == js reference", () => {
       errs.push(compare(OPS.tri, [xt], { diagonal: 0, upper: false }) ?? "");
       errs.push(compare(OPS.tri, [make(d, [2, 3, 4], 3)], { diagonal: 1, upper: true }) ?? "");
       errs.push(compare(OPS.cat, [x, xt, make("int8", [4, 2], 0)], { dim: 1 }) ?? "");
+      // k_cat's block copies: inputs dense from the cat dim on (row views of a wider buffer, a
+      // slice along dim 1 of a 3-d tensor), along the first, a middle and the last dim
+      errs.push(compare(OPS.cat, [viewOf(make(d, [4, 9], 5), [4, 3], [9, 1], 2), x], { dim: 1 }) ?? "");
+      errs.push(compare(OPS.cat, [make(d, [2, 5], 6), x, viewOf(make(d, [3, 5], 7), [1, 5], [5, 1], 10)], { dim: 0 }) ?? "");
+      errs.push(compare(OPS.cat, [make(d, [2, 3, 4], 8), viewOf(make(d, [2, 6, 4], 9), [2, 2, 4], [24, 4, 1], 4)], { dim: 1 }) ?? "");
       errs.push(compare(OPS.slice_backward, [make(d, [4, 2], 4)], { dim: 1, start: 1, end: 5, step: 2, input_shape: [4, 5] }) ?? "");
     }
     expect(errs.filter((e) => e)).toEqual([]);

@@ -12,10 +12,11 @@
  */
 import { decoder, isFloating, type DType } from "../../tensor/dtype.ts";
 import { numel, shapesEqual } from "../../tensor/shape.ts";
-import { forEachStrided, type TensorData } from "../../tensor/storage.ts";
+import { forEachStrided, scalarData, type TensorData } from "../../tensor/storage.ts";
 import type { OpDef } from "../op.ts";
-import { contiguous, mul } from "../ops/elementwise.ts";
-import { baseOf, canon, makeGraph, mkLeaf, mkNode, rewrite, withInputs, type GNode, type Graph } from "./ir.ts";
+import { add, contiguous, mul } from "../ops/elementwise.ts";
+import { cat, slice_backward, type SliceBackwardAttrs } from "../ops/movement.ts";
+import { baseOf, canon, makeGraph, mkLeaf, mkNode, rewrite, usersOf, withInputs, type GNode, type Graph } from "./ir.ts";
 
 /** Runs one op over buffers (the scheduler passes its backend's `run`). */
 export type Evaluate = (op: OpDef, inputs: readonly TensorData[], attrs: unknown, shape: readonly number[], dtype: DType) => TensorData;
@@ -126,6 +127,71 @@ export function eliminateIdentities(g: Graph): Graph {
       default:
         return null;
     }
+  });
+}
+
+// ---- sums of slice_backward ------------------------------------------------------------------
+/** One slice_backward of a sum: g written at [start, end) of `dim` in zeros of `shape`. */
+interface Piece { start: number; end: number; sb: GNode }
+
+/**
+ * A gradient split into pieces (q, k, v of a fused qkv projection: each piece's gradient is a
+ * slice_backward, then the engine adds them) becomes one `cat` of the pieces:
+ * sb(g₁, r₁) + sb(g₂, r₂) + … over ranges of one dim that together form one run [s, e) →
+ * sb(cat(g₁, g₂, …), s:e) + 0 (the cat alone when [s, e) is the whole dim, then + 0).
+ * Exact: each position of the sum is one piece's value plus zeros, which is the value with −0
+ * made +0, and `+ 0` does the same; positions outside [s, e) are +0 either way. It applies only
+ * where every slice_backward and inner sum is used by the sum alone (no output, no retained
+ * value): then the pieces' full-size zero buffers and the sums' passes are no longer computed
+ * (W7u: 3 slice_backwards and an add of [2048, 1152] per layer become a cat and an add).
+ */
+export function mergeSliceBackwards(g: Graph): Graph {
+  if (!g.nodes.some((n) => n.op === slice_backward)) return g;
+  const users = usersOf(g);
+  const outputs = new Set(g.outputs);
+  const inner = (n: GNode) => !outputs.has(n) && !n.retain && users.get(n)!.length === 1;
+  const pieces = new Map<GNode, Piece[] | null>();
+  const piecesOf = (n: GNode): Piece[] | null => {
+    if (pieces.has(n)) return pieces.get(n)!;
+    let r: Piece[] | null = null;
+    if (n.op === slice_backward && isFloating(n.dtype)) {
+      const a = n.attrs as SliceBackwardAttrs;
+      if (a.step === 1 && a.end > a.start) r = [{ start: a.start, end: a.end, sb: n }];
+    } else if (n.op === add && isFloating(n.dtype) && n.inputs.every((x) => x.dtype === n.dtype && shapesEqual(x.shape, n.shape) && inner(x))) {
+      const [p, q] = n.inputs.map(piecesOf);
+      if (p && q) {
+        const a = p[0]!.sb.attrs as SliceBackwardAttrs, b = q[0]!.sb.attrs as SliceBackwardAttrs;
+        if (a.dim === b.dim && shapesEqual(a.input_shape, b.input_shape)) r = [...p, ...q];
+      }
+    }
+    pieces.set(n, r);
+    return r;
+  };
+  /** The sum's pieces sorted into one run without overlap or gap, else null. */
+  const run = (n: GNode): Piece[] | null => {
+    const p = piecesOf(n);
+    if (!p || p.length < 2) return null;
+    const sorted = [...p].sort((x, y) => x.start - y.start);
+    for (let i = 1; i < sorted.length; i++) if (sorted[i]!.start !== sorted[i - 1]!.end) return null;
+    return sorted;
+  };
+  const tops = new Set(g.nodes.filter((n) => n.op === add && run(n) && !(users.get(n)!.some((u) => u.op === add && inner(n) && run(u)))));
+  if (tops.size === 0) return g;
+  const seen = new Map<GNode, GNode>(); // an original node -> its rewritten form, as the rewrite meets it
+  return rewrite(g, (n, ins) => {
+    n.inputs.forEach((x, i) => seen.set(x, ins[i]!));
+    if (!tops.has(n)) return null;
+    const ps = run(n)!;
+    const a = ps[0]!.sb.attrs as SliceBackwardAttrs;
+    const gs = ps.map((p) => seen.get(p.sb.inputs[0]!) ?? p.sb.inputs[0]!);
+    const s = ps[0]!.start, e = ps[ps.length - 1]!.end;
+    const shape = [...a.input_shape];
+    shape[a.dim] = e - s;
+    let y = mkNode(cat, gs, { dim: a.dim }, shape, n.dtype, n.origins);
+    if (e - s !== a.input_shape[a.dim]) {
+      y = mkNode(slice_backward, [y], { dim: a.dim, start: s, end: e, step: 1, input_shape: a.input_shape }, a.input_shape, n.dtype, n.origins);
+    }
+    return mkNode(add, [y, mkLeaf(scalarData(n.dtype, 0), true)], {}, n.shape, n.dtype, n.origins, n.retain);
   });
 }
 
@@ -252,6 +318,7 @@ export function simplify(g: Graph, opts: SimplifyOptions = {}): Graph {
   for (let round = 0; round < 4; round++) {
     if (opts.evaluate) cur = foldConstants(cur, opts.evaluate, opts.foldLimit);
     cur = foldViews(cur);
+    cur = mergeSliceBackwards(cur);
     // identities and merges can expose more (adjacent views, where(c, x, x)): then another round
     const a = cur;
     cur = eliminateIdentities(cur);
