@@ -204,7 +204,7 @@ static int use_own_sgemv(void) {
   return !(e && strcmp(e, "blas") == 0);
 }
 
-/* LOOM_SGEMM=blas: products C = A·B through OpenBLAS's sgemm instead of sgemm_nn.c (A/B timing,
+/* LOOM_SGEMM=blas: products C = op(A)·op(B) through OpenBLAS's sgemm instead of sgemm.c (A/B timing,
  * read at each product like LOOM_GEMV). */
 static int use_own_sgemm(void) {
   const char *e = getenv("LOOM_SGEMM");
@@ -248,11 +248,18 @@ void loom_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
     sgemv_rows_f32(K, N, A, ta ? lda : 1, B, ldb, C);
     return;
   }
-  /* C = A·B with 16 columns or more (sgemm_nn.c): the same fma chain per element as the gemv
+  /* C = op(A)·op(B) with 16 columns or more (sgemm.c): the same fma chain per element as the gemv
    * above, so every split of a product into row or column blocks gives the same bits (matmul.c
-   * never cuts a block of fewer than 16 columns off a wider product). Narrower products keep
-   * BLAS: the kernel's 16-lane rows would run mostly empty (N = 1..3: 2-4x slower than OpenBLAS). */
-  if (!ta && !tb && N >= 16 && alpha == 1.0f && beta == 0.0f && use_own_sgemm() && loom_sgemm_nn(M, N, K, A, lda, B, ldb, C, ldc)) return;
+   * never cuts a block of fewer than 16 rows or columns off a larger product). Narrower products
+   * keep BLAS: the kernel's 16-lane rows would run mostly empty (N = 1..3: 2-4x slower than
+   * OpenBLAS). So does one row times a transposed B (decoding's x·Wᵀ): packing all of W for one
+   * row doubles the traffic of a memory-bound product, where OpenBLAS's dot-product gemv streams W
+   * once. And a transposed A with rows 4 KiB apart or more (a weight gradient xᵀ·dy over 1024
+   * features or more): the tile's 8 elements of each k then sit on a page of their own, 1024³
+   * took 13.2-15.8 ms against OpenBLAS's 11.3-12.5 (sgemm.c does not pack A). */
+  if (N >= 16 && !(M == 1 && tb) && !(ta && lda >= 1024) && alpha == 1.0f && beta == 0.0f && use_own_sgemm() &&
+      loom_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc))
+    return;
 #endif
   if (loom_blas_available() && K > 0) {
     GEMV_FORWARD(p_sgemv)

@@ -101,7 +101,7 @@ void loom_set_error(const char *fmt, ...);
  * kernels reuse it instead of calling malloc). Slots 0..3 are for kernel bodies (outside
  * parallel regions; SCR_K3 belongs to prog_run, SCR_K2 and SCR_K4 to reductions), SCR_T*
  * for code running inside parallel tasks (T0/T1: program registers and positions), SCR_GEMM for
- * sgemm_nn.c's packed panels alone (its callers hold T* slots across the call).
+ * sgemm.c's packed panels alone (its callers hold T* slots across the call).
  */
 void *loom_scratch(int slot, size_t bytes);
 enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T2, SCR_T3, SCR_T4, SCR_T5, SCR_T6, SCR_T7, SCR_GEMM, SCR_NSLOTS };
@@ -289,11 +289,12 @@ void loom_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K, doub
  */
 int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y);
 /**
- * C = A·B, float32, row-major, neither transposed (sgemm_nn.c): C[i][j] is fl(A[i][0]·B[0][j])
- * followed by the fma chain over k = 1..K-1, whatever M, N and the blocking (the one-row gemv's
- * chain). Returns 0 without AVX-512 (use BLAS then).
+ * C = op(A)·op(B), float32, row-major, op the transpose when ta / tb (sgemm.c): C[i][j] is
+ * fl(A[i][0]·B[0][j]) followed by the fma chain over k = 1..K-1, whatever M, N, the transposes
+ * and the blocking (the one-row gemv's chain). Returns 0 without AVX-512 (use BLAS then).
  */
-int loom_sgemm_nn(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc);
+int loom_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+               float *C, int64_t ldc);
 
 /** A dense descriptor over `p` with shape `shape[nd]`. */
 static inline tdesc dense_desc(void *p, int dt, int nd, const int64_t *shape) {

@@ -194,10 +194,11 @@ static void mm_setup(mm_ctx *C, const tdesc *a, const tdesc *b, const tdesc *o, 
   if (C->chunks > 1 && C->csize >= 16) C->csize = (C->csize + 15) / 16 * 16;
   if (C->csize < 1) C->csize = 1;
   C->chunks = (len + C->csize - 1) / C->csize;
-  /* no column block narrower than 16 cut off a wider product: blas.c gives products of 16
-   * columns or more to sgemm_nn.c and narrower ones to BLAS, whose orders differ, so such a
-   * block would make the bits depend on the thread count */
-  while (C->split_n && C->chunks > 1 && len - (C->chunks - 1) * C->csize < 16) {
+  /* no block of fewer than 16 columns (or rows) cut off a larger product: blas.c gives products
+   * of 16 columns or more to sgemm.c and narrower ones to BLAS, and one row times a transposed B
+   * to BLAS's gemv, whose orders differ, so such a block would make the bits depend on the
+   * thread count */
+  while (C->chunks > 1 && len - (C->chunks - 1) * C->csize < 16) {
     C->chunks--;
     C->csize = (len + C->chunks - 1) / C->chunks;
     if (C->chunks > 1) C->csize = (C->csize + 15) / 16 * 16;

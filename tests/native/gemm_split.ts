@@ -65,7 +65,10 @@ const products = [
   product(1000, 300, 200, false), // 1.2e8 flops, M > N: row blocks
   product(333, 517, 771, true), // 2.7e8 flops, odd sizes, transposed b
   // 4.4e6 flops, 33 columns: cut in blocks of 32 and 1 before matmul.c kept blocks of 16 columns
-  // or more (the 1-column block went to BLAS's gemv, the rest to sgemm_nn.c: other bits)
+  // or more (the 1-column block went to BLAS's gemv, the rest to sgemm.c: other bits)
   product(33, 2000, 33, false),
+  // 4.2e6 flops, 33 rows times a transposed b: row blocks of 32 and 1 before matmul.c kept row
+  // blocks of 16 or more too (one row times a transposed b goes to BLAS's gemv, 32 to sgemm.c)
+  product(33, 4000, 16, true),
 ];
 console.log(JSON.stringify({ products, loomThreads: loomThreads(), poolThreads: nb.lib.threads, blas: nb.blas() }));

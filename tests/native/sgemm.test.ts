@@ -1,10 +1,11 @@
 /**
- * Loom's own float32 GEMM for C = A·B (native/kernels/sgemm_nn.c): every element must be the
+ * Loom's own float32 GEMM for C = op(A)·op(B) (native/kernels/sgemm.c): every element must be the
  * chain c = fl(a₀·b₀), c = fma(aₖ, bₖ, c) for k = 1..K-1, bit for bit, whatever the shape takes
  * from the kernel: row tails (M % 8), masked column tails (N % 32), k blocks (K > 512, partial
  * sums stored and reloaded), packed panels (rows of B 4 KiB apart with 128 rows or more, or
- * 8 KiB apart). The reference is that chain computed here with an exact fmaf (below), so a
- * kernel that reorders, splits or skips a step fails. Also: a product cut into column blocks
+ * 8 KiB apart), transposed operands (B transposed into its panels 16×16 at a time). The
+ * reference is that chain computed here with an exact fmaf (below), so a kernel that reorders,
+ * splits or skips a step fails. Also: a product cut into column blocks
  * (of 16 columns or more, as the pool's chunks) gives the columns of the whole product (narrower
  * products stay on BLAS), −0 products stay −0 as in the
  * one-row gemv, eager equals lazy, and the result is within the float32 dot-product bound of a
@@ -47,7 +48,7 @@ function chain(av: ArrayLike<number>, bv: ArrayLike<number>, M: number, N: numbe
 
 const bitsOf = (v: ArrayLike<number>) => Array.from(new Uint32Array(Float32Array.from(v).buffer));
 
-describe.skipIf(!NATIVE)("sgemm_nn: C = A·B in float32, the fma chain per element", () => {
+describe.skipIf(!NATIVE)("sgemm: C = A·B in float32, the fma chain per element", () => {
   nativeOrSkip();
 
   test("fmaf reference: double rounding cases are decided by the exact sum", () => {
@@ -77,6 +78,38 @@ describe.skipIf(!NATIVE)("sgemm_nn: C = A·B in float32, the fma chain per eleme
       expect(bitsOf(lazy.dataSync())).toEqual(want);
     });
   }
+
+  // transposed operands (x·Wᵀ, xᵀ·dy): the same chain over the logical A and B, so the same bits
+  // as the product of the contiguous copies; tails in every dim, k tails that are not a multiple
+  // of the 16×16 transposes, two k blocks
+  const transposed: [string, boolean, boolean, number, number, number][] = [
+    ["a·bᵀ, tails everywhere", false, true, 9, 33, 17],
+    ["a·bᵀ, two k blocks, K % 16 = 8", false, true, 13, 70, 600],
+    ["a·bᵀ, W5's shape", false, true, 64, 1024, 96],
+    ["aᵀ·b, tails everywhere", true, false, 11, 47, 19],
+    ["aᵀ·b, two k blocks", true, false, 20, 40, 530],
+    ["aᵀ·bᵀ", true, true, 10, 18, 35],
+  ];
+  for (const [name, ta, tb, M, N, K] of transposed) {
+    test(`${name}: [${M}, ${K}]·[${K}, ${N}] equals the chain and the contiguous product, eager and lazy`, () => {
+      loom.manual_seed(M * 5 + N + K);
+      const a = ta ? loom.randn([K, M]).t() : loom.randn([M, K]), b = tb ? loom.randn([N, K]).t() : loom.randn([K, N]);
+      const want = bitsOf(chain(a.contiguous().dataSync(), b.contiguous().dataSync(), M, N, K));
+      expect(bitsOf(a.matmul(b).dataSync())).toEqual(want);
+      expect(bitsOf(a.contiguous().matmul(b.contiguous()).dataSync())).toEqual(want);
+      expect(bitsOf(a.lazy().matmul(b.lazy()).eval().dataSync())).toEqual(want);
+    });
+  }
+
+  test("linear (x·Wᵀ + b) takes the transposed path: the bits of the chain, then + b", () => {
+    loom.manual_seed(11);
+    const x = loom.randn([24, 70]), w = loom.randn([40, 70]), bias = loom.randn([40]);
+    const prod = chain(x.dataSync(), w.t().contiguous().dataSync(), 24, 40, 70);
+    const bv = bias.dataSync();
+    const want = bitsOf(prod.map((v, i) => Math.fround(v + bv[i % 40]!)));
+    expect(bitsOf(loom.linear(x, w, bias).dataSync())).toEqual(want);
+    expect(bitsOf((loom.linear(x.lazy(), w.lazy(), bias.lazy()) as loom.LazyTensor).eval().dataSync())).toEqual(want);
+  });
 
   test("column blocks give the columns of the whole product; −0 products stay −0", () => {
     loom.manual_seed(3);
