@@ -113,6 +113,25 @@ describe.skipIf(!NATIVE)("native compiled plans", () => {
     expect(bits(t)).toEqual(bits(f(x, w)));
   });
 
+  test("a queued plan that has not started when its output is read runs on the reading thread; one queued behind another waits its turn", () => {
+    const x = loom.randn([512, 512]);
+    const f = (t: any) => t.mul(1.5).exp().sum(-1);
+    const want = bits(f(x));
+    bits(f(x.lazy()).eval()); // compile once
+    const i0 = nb.shimCounters().inlineRuns;
+    for (let i = 0; i < 20; i++) expect(bits(f(x.lazy()).eval())).toEqual(want); // queued, then read at once
+    // the waiting thread takes the command unless the executor woke first: a race it wins nearly always
+    expect(nb.shimCounters().inlineRuns - i0).toBeGreaterThan(0);
+    // B reads A's output and is queued behind it: waiting for B must not run B before A
+    const S = 512, eye = loom.eye(S), x0 = loom.arange(0, S * S).remainder(7).sub(3).reshape([S, S]).float();
+    let a: any = x0.lazy();
+    for (let i = 0; i < 20; i++) a = a.matmul(eye.lazy());
+    const A = a.eval();
+    const B = A.lazy().add(1).sum().eval();
+    expect(B.item()).toBe(bits(x0).reduce((p, q) => p + q, 0) + S * S);
+    expect(bits(A)).toEqual(bits(x0));
+  });
+
   test("a large plan read at once (dataSync, item, a pending eager value) runs on the calling thread; eval() queues it", () => {
     const x = loom.randn([512, 512]); // 262144 elements: above SYNC_MAX_WORK
     const f = (t: any) => t.mul(1.5).exp().sum(-1);

@@ -506,18 +506,20 @@ export class NativeBackend implements BatchBackend {
    * Counters kept by the shim: submits, instructions run per opcode name, and `preemptions`:
    * how often a spinning pool thread found it had been descheduled (the machine was
    * oversubscribed, so the pool's waits slept instead of spinning for a while); `nsByOp`: wall
-   * nanoseconds spent in each opcode's kernels (the profile of a plan).
+   * nanoseconds spent in each opcode's kernels (the profile of a plan); `inlineRuns`: queued
+   * command buffers that had not started when JavaScript waited for them, run by the waiting
+   * thread itself instead of handed to the executor (no thread hand-off; native/shim.c loom_wait).
    */
-  shimCounters(): { submits: number; byOp: Map<string, number>; preemptions: number; nsByOp: Map<string, number> } {
+  shimCounters(): { submits: number; byOp: Map<string, number>; preemptions: number; nsByOp: Map<string, number>; inlineRuns: number } {
     const E = this.lib.opEnd;
-    const c = new Float64Array(2 + 2 * E);
+    const c = new Float64Array(3 + 2 * E);
     this.lib.sym.loom_counters(c);
     const byOp = new Map<string, number>(), nsByOp = new Map<string, number>();
     for (const [name, code] of this.lib.opcodes) {
       if (c[1 + code]) byOp.set(name, c[1 + code]!);
       if (c[2 + E + code]) nsByOp.set(name, c[2 + E + code]!);
     }
-    return { submits: c[0]!, byOp, preemptions: c[1 + E]!, nsByOp };
+    return { submits: c[0]!, byOp, preemptions: c[1 + E]!, nsByOp, inlineRuns: c[2 + 2 * E]! };
   }
 
   /**
