@@ -470,6 +470,20 @@ static uint64_t inline_runs; /* queued commands run by loom_wait's caller (under
 
 static atomic_long q_seq; /* bumped by every submit: the idle executor spins on it briefly */
 
+/**
+ * Run `c`, the queue's head, already marked taken (q_mu not held), then dequeue it and wake its
+ * waiters (q_mu held on return, so the caller can look at the queue before unlocking).
+ */
+static void run_head(cmd *c) {
+  c->failed = run_program(c->prog, c->nwords, c->err);
+  pthread_mutex_lock(&q_mu);
+  q_head = c->next;
+  if (!q_head) q_tail = NULL;
+  in_flight--;
+  atomic_store_explicit(&c->done, 1, memory_order_release);
+  pthread_cond_broadcast(&done_cv);
+}
+
 static void *executor_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "loom-exec");
@@ -485,15 +499,9 @@ static void *executor_main(void *arg) {
     cmd *c = q_head;
     c->taken = 1;
     pthread_mutex_unlock(&q_mu);
-    c->failed = run_program(c->prog, c->nwords, c->err);
     void (*callback)(int32_t) = c->callback; /* c may be freed once done is set */
     int32_t id = c->id;
-    pthread_mutex_lock(&q_mu);
-    q_head = c->next;
-    if (!q_head) q_tail = NULL;
-    in_flight--;
-    atomic_store_explicit(&c->done, 1, memory_order_release);
-    pthread_cond_broadcast(&done_cv);
+    run_head(c);
     pthread_mutex_unlock(&q_mu);
     if (callback) callback(id);
   }
@@ -584,13 +592,7 @@ int loom_wait(void *h) {
     inline_runs++;
     pthread_mutex_unlock(&q_mu);
     loom_pool_park(0);
-    c->failed = run_program(c->prog, c->nwords, c->err);
-    pthread_mutex_lock(&q_mu);
-    q_head = c->next;
-    if (!q_head) q_tail = NULL;
-    in_flight--;
-    atomic_store_explicit(&c->done, 1, memory_order_release);
-    pthread_cond_broadcast(&done_cv);
+    run_head(c);
     if (q_head) pthread_cond_signal(&q_cv); /* queued meanwhile: the executor's turn */
     else loom_pool_park(1);                 /* idle again, as the executor leaves the pool */
     pthread_mutex_unlock(&q_mu);
