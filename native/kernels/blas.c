@@ -197,19 +197,18 @@ static void sgemv_rows_f32(int64_t K, int64_t N, const float *x, int64_t incx, c
   }
 }
 
-/* LOOM_GEMV=blas: one-row float32 products through OpenBLAS's sgemv instead (A/B timing; read at
- * each product, so a benchmark can switch it within one process). */
-static int use_own_sgemv(void) {
-  const char *e = getenv("LOOM_GEMV");
+/** Whether the environment variable `var` leaves Loom's own kernel on (anything but "blas"). */
+static int use_own(const char *var) {
+  const char *e = getenv(var);
   return !(e && strcmp(e, "blas") == 0);
 }
+/* LOOM_GEMV=blas: one-row float32 products through OpenBLAS's sgemv instead (A/B timing; read at
+ * each product, so a benchmark can switch it within one process). */
+static int use_own_sgemv(void) { return use_own("LOOM_GEMV"); }
 
 /* LOOM_SGEMM=blas: products C = op(A)·op(B) through OpenBLAS's sgemm instead of sgemm.c (A/B timing,
  * read at each product like LOOM_GEMV). */
-static int use_own_sgemm(void) {
-  const char *e = getenv("LOOM_SGEMM");
-  return !(e && strcmp(e, "blas") == 0);
-}
+static int use_own_sgemm(void) { return use_own("LOOM_SGEMM"); }
 #endif
 
 int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {

@@ -43,6 +43,19 @@ static inline int64_t t_numel(const tdesc *t) {
   return n;
 }
 
+/**
+ * Whether t's dims from `dim` on are one dense row-major run (size-1 dims may have any stride):
+ * each index of the dims before `dim` is then one contiguous block. dim 0: the whole tensor.
+ */
+static inline int t_dense_from(const tdesc *t, int dim) {
+  int64_t inner = 1;
+  for (int d = t->nd - 1; d >= dim; d--) {
+    if (t->shape[d] != 1 && t->st[d] != inner) return 0;
+    inner *= t->shape[d];
+  }
+  return 1;
+}
+
 /* ---- half precision: f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16 and js_wrap are in
  * scalar_bits.h (shared with the CUDA kernels) -------------------------------------------- */
 

@@ -649,16 +649,6 @@ int prog_run(const prog_t *P, const tdesc *ins, const tdesc *out, const char *ac
 }
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
-/** Whether t's elements are dense in row-major order (size-1 dims ignored). */
-static int is_dense(const tdesc *t) {
-  int64_t s = 1;
-  for (int d = t->nd - 1; d >= 0; d--) {
-    if (t->shape[d] == 1) continue;
-    if (t->st[d] != s) return 0;
-    s *= t->shape[d];
-  }
-  return 1;
-}
 
 /**
  * Small dense operands (the common eager case: one block, inputs of the output's shape or
@@ -666,13 +656,13 @@ static int is_dense(const tdesc *t) {
  */
 static int small_elementwise(const loom_instr *I, int64_t n) {
   const tdesc *o = &I->out;
-  if (n > LOOM_BLOCK || !is_dense(o)) return 0;
+  if (n > LOOM_BLOCK || !t_dense_from(o, 0)) return 0;
   double r[4][LOOM_BLOCK];
   for (int k = 0; k < I->nin; k++) {
     const tdesc *x = &I->in[k];
     int64_t m = t_numel(x);
     if (m == 1) load_block(r[k], x->p, x->dt, x->off, 0, (int)n);
-    else if (m == n && is_dense(x)) load_block(r[k], x->p, x->dt, x->off, 1, (int)n);
+    else if (m == n && t_dense_from(x, 0)) load_block(r[k], x->p, x->dt, x->off, 1, (int)n);
     else return 0;
   }
   int nin = I->nin;
@@ -687,7 +677,7 @@ int k_elementwise(const loom_instr *I) {
   const tdesc *o = &I->out;
   int64_t total = t_numel(o);
   /* a dense copy of one dtype (a plan's assign into its destination, clone): memmove */
-  if (I->op == OP_contiguous && I->nin == 1 && I->in[0].dt == o->dt && I->in[0].nd == o->nd && is_dense(&I->in[0]) && is_dense(o)) {
+  if (I->op == OP_contiguous && I->nin == 1 && I->in[0].dt == o->dt && I->in[0].nd == o->nd && t_dense_from(&I->in[0], 0) && t_dense_from(o, 0)) {
     int same = 1;
     for (int d = 0; d < o->nd; d++) same &= I->in[0].shape[d] == o->shape[d];
     if (same) {

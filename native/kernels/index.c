@@ -188,19 +188,6 @@ static void cat_blocks(void *vc, int64_t i0, int64_t i1) {
 }
 
 /**
- * Whether x's dims from `dim` on are one dense run (size-1 dims have any stride): then each outer
- * index is one contiguous block, copied with memcpy instead of the strided interpreter.
- */
-static int dense_from(const tdesc *x, int dim) {
-  int64_t inner = 1;
-  for (int d = x->nd - 1; d >= dim; d--) {
-    if (x->shape[d] != 1 && x->st[d] != inner) return 0;
-    inner *= x->shape[d];
-  }
-  return 1;
-}
-
-/**
  * attrs = [dim]: inputs copied side by side along dim (with dtype conversion). Into a dense
  * output, an input of the output's dtype whose dims from `dim` on are dense is copied block by
  * block with memcpy over the pool; others go through the strided copy (W7u's q/k/v gradient, a cat of three
@@ -213,11 +200,11 @@ int k_cat(const loom_instr *I) {
   for (int d = 0; d < dim; d++) outer *= o->shape[d];
   for (int d = dim + 1; d < o->nd; d++) inner *= o->shape[d];
   size_t es = (size_t)dt_size(o->dt);
-  int odense = dense_from(o, 0);
+  int odense = t_dense_from(o, 0);
   for (int k = 0; k < I->nin; k++) {
     const tdesc *x = &I->in[k];
     int64_t len = x->shape[dim];
-    if (odense && x->dt == o->dt && dense_from(x, dim) && len * inner > 0) {
+    if (odense && x->dt == o->dt && t_dense_from(x, dim) && len * inner > 0) {
       cat_ctx C = {x, dim, len * inner * (int64_t)es, o->shape[dim] * inner * (int64_t)es,
                    o->p + (size_t)(o->off + start * inner) * es};
       loom_parallel_for(outer, 1 + (int64_t)(65536 / (len * inner * (int64_t)es + 1)), cat_blocks, &C);

@@ -174,9 +174,9 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       // (only where such an infinity can end in a certified element, infinitiesCertified: the
       // test costs about a quarter of W2's kernel, whose sums all feed products)
       case "add": case "sub": {
-        const sum = ea && eb ? `${ea} + ${eb}` : ea ?? eb ?? "0.0f";
-        if (!exactInf[i]) return push(fma(abs(t), RND, sum));
-        return push(`${sum} + (__builtin_isinf(${t}) && (__builtin_isinf(${a}) || __builtin_isinf(${b})) ? 0.0f : ${rnd})`);
+        const sum = ea && eb ? `${ea} + ${eb}` : ea ?? eb;
+        if (!exactInf[i]) return push(sum ? fma(abs(t), RND, sum) : rnd);
+        return push(`${sum ?? "0.0f"} + (__builtin_isinf(${t}) && (__builtin_isinf(${a}) || __builtin_isinf(${b})) ? 0.0f : ${rnd})`);
       }
       case "mul": {
         let e = rnd;

@@ -119,16 +119,19 @@ export function fromLazy(roots: readonly Node[], retainAll = false): Graph {
 }
 
 /**
- * Rebuild `g` bottom-up: `rule(n, inputs)` sees each node with its already rewritten inputs and
- * returns a replacement, or null to keep it (copied only when an input changed). Unreachable
- * nodes disappear (dead-node elimination is the rebuild itself).
+ * Rebuild `g` bottom-up: `rule(n, inputs, rewritten)` sees each node with its already rewritten
+ * inputs and returns a replacement, or null to keep it (copied only when an input changed);
+ * `rewritten(m)` is the new form of any node m before n in `g.nodes` (a rule that reaches past
+ * n's inputs, as mergeSliceBackwards does). Unreachable nodes disappear (dead-node elimination is
+ * the rebuild itself).
  */
-export function rewrite(g: Graph, rule: (n: GNode, inputs: readonly GNode[]) => GNode | null): Graph {
+export function rewrite(g: Graph, rule: (n: GNode, inputs: readonly GNode[], rewritten: (m: GNode) => GNode) => GNode | null): Graph {
   const map = new Map<GNode, GNode>();
+  const rewritten = (m: GNode) => map.get(m)!;
   let changed = false;
   for (const n of g.nodes) {
-    const ins = n.inputs.map((c) => map.get(c)!);
-    const r = rule(n, ins);
+    const ins = n.inputs.map(rewritten);
+    const r = rule(n, ins, rewritten);
     if (r) {
       map.set(n, r);
       if (r !== n) changed = true;

@@ -177,13 +177,11 @@ export function mergeSliceBackwards(g: Graph): Graph {
   };
   const tops = new Set(g.nodes.filter((n) => n.op === add && run(n) && !(users.get(n)!.some((u) => u.op === add && inner(n) && run(u)))));
   if (tops.size === 0) return g;
-  const seen = new Map<GNode, GNode>(); // an original node -> its rewritten form, as the rewrite meets it
-  return rewrite(g, (n, ins) => {
-    n.inputs.forEach((x, i) => seen.set(x, ins[i]!));
+  return rewrite(g, (n, _ins, rewritten) => {
     if (!tops.has(n)) return null;
     const ps = run(n)!;
     const a = ps[0]!.sb.attrs as SliceBackwardAttrs;
-    const gs = ps.map((p) => seen.get(p.sb.inputs[0]!) ?? p.sb.inputs[0]!);
+    const gs = ps.map((p) => rewritten(p.sb.inputs[0]!)); // the pieces' gradients precede n
     const s = ps[0]!.start, e = ps[ps.length - 1]!.end;
     const shape = [...a.input_shape];
     shape[a.dim] = e - s;
