@@ -6,9 +6,11 @@
  * running error bound per element that certifies the result against the float64 reference, and
  * the double kernel's value (jit_codegen.ts) for every element it cannot certify.
  *
- * Error bound e of each value (float32, first order plus the product term):
- * - loads of float32 and small integers are exact; other loads round (|t|·2^-24);
- * - every op adds its own rounding, |t|·(2^-24 + 2^-53) (the float32 rounding and the
+ * Error bound e of each value (float32, first order plus the product term), carried as E = e/U in
+ * units of one rounding, U = 2^-24·(1 + 2^-16): a rounding then adds |t| to E (an add where an
+ * absolute bound needs a multiply too; W2's kernel 0.82 → 0.69 ns/element with the next two):
+ * - loads of float32 and small integers are exact; other loads round (|t|·U);
+ * - every op adds its own rounding, |t|·U ≥ |t|·(2^-24 + 2^-53) (the float32 rounding and the
  *   reference's double one); +, −: e_a + e_b; ·: |b|e_a + |a|e_b + e_a·e_b; /, reciprocal,
  *   sqrt, rsqrt: the exact perturbation bounds (infinite where the divisor's interval holds 0);
  *   max/min/abs/neg/relu pass the error through;
@@ -23,7 +25,10 @@
  *   (2/√π)·d plus loom_erff's absolute bound ERF_ABS_BOUND;
  * - a discontinuous op (comparison, floor/ceil/round, sign, logical ops, where's condition) is
  *   exact when its input interval [t − e, t + e] cannot change the result, else infinite.
- * An element is certified when its result is finite and e ≤ 9.5e-6 + 1e-6·|v|; the bound's own
+ * An element is certified when its result is finite and e ≤ 9.5e-6 + 1e-6·|v| (one fmaf and one
+ * comparison: an infinite result has an infinite bound wherever its last op rounds, elsewhere the
+ * test adds fmaf(v, 0, E)); a tile with an uncertified element is redone element by element, with
+ * no flag array in the vector loop. The bound's own
  * float32 arithmetic (a relative 2^-24 per op) and subnormal roundings fit in the slack to
  * FAST_CONTRACT (|y − ref| ≤ 1e-5 + 1.3e-6·|ref|, torch.testing's float32 tolerance).
  * Uncertified elements (NaN, ±inf, float32 overflow, cancellation after a transcendental, huge
@@ -39,8 +44,24 @@ import {
   unsupportedReduce, type Generated,
 } from "./jit_codegen.ts";
 
-/** Certification threshold: error bound e must be ≤ FAST_ATOL + FAST_RTOL·|v| (see the file comment). */
-const FAST_ATOL = "9.5e-6f", FAST_RTOL = "1e-6f";
+/**
+ * The unit of every bound: one float32 rounding plus the float64 reference's own, relative,
+ * rounded up to a value whose bound arithmetic stays exact-ish: U = 2^-24·(1 + 2^-16) ≥ 2^-24 + 2^-53.
+ * A bound E in units of U is e = U·E, so a rounding adds |t| (an add, not a multiply).
+ */
+const U = 2 ** -24 * (1 + 2 ** -16);
+const RND = "0x1.0001p-24f";
+/** Bound E (units of U) as an absolute error: for comparisons with values. */
+const absErr = (e: string) => `(${e} * ${RND})`;
+/** 1/U, for sqrt(U·E)/U = sqrt(E/U). */
+const INV_U = "(1.0f / 0x1.0001p-24f)";
+/** A constant absolute error c in units of U, rounded up. */
+const units = (c: number) => `${(Math.ceil((c / U) * 1e6) / 1e6).toString()}f`;
+/**
+ * Certification threshold: e ≤ 9.5e-6 + 1e-6·|v| (see the file comment), in units of U: E ≤
+ * FAST_ATOL + FAST_RTOL·|v| (rounded down).
+ */
+const FAST_ATOL = `${Math.floor((9.5e-6 / U) * 1e4) / 1e4}f`, FAST_RTOL = `${Math.floor((1e-6 / U) * 1e4) / 1e4}f`;
 
 const FLOAT_FN: Record<string, string> = { exp: "expf", log: "logf", log1p: "log1pf", sin: "sinf", cos: "cosf", tanh: "tanhf", erf: "loom_erff" };
 
@@ -128,18 +149,41 @@ function infinitiesCertified(p: Program): boolean[] {
   return want;
 }
 const INF = "__builtin_inff()";
-/** One float32 rounding (2^-24) plus the float64 reference's own (2^-53), relative. */
-const RND = "0x1.0001p-24f";
+/** Ops whose bound adds the result's own rounding |t| to non-negative terms: an infinite result has an infinite (or NaN) bound. */
+const ROUNDS = new Set(["mul", "div", "reciprocal", "sqrt", "rsqrt", "sigmoid", "exp", "log", "log1p", "sin", "cos", "tanh", "erf"]);
+/** Ops whose value is never infinite (0/1, ±1, erf). */
+const FINITE = new Set(["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "isnan", "sign"]);
+/**
+ * Per instruction: whether an infinite value always comes with an infinite or NaN bound, so that
+ * the certification test fails for it without a test of its own (see genElementwiseFast's flag).
+ */
+function infiniteBounded(p: Program, exactInf: readonly boolean[]): boolean[] {
+  const out: boolean[] = [];
+  p.code.forEach((c, i) => {
+    if (c.k !== "op") out[i] = c.k === "load" && !["float32", "int8", "uint8", "bool"].includes(c.dtype); // a rounded load: |t|
+    else {
+      const n = c.op.name;
+      if (n === "add" || n === "sub") out[i] = !exactInf[i]; // the infinity rule gives an exact infinity no rounding
+      else if (ROUNDS.has(n) || FINITE.has(n) || (n === "cast" && c.dtype === "bool")) out[i] = true;
+      else if (n === "neg" || n === "abs" || n === "relu" || n === "contiguous" || n === "cast") out[i] = out[c.args[0]!]!;
+      else out[i] = false;
+    }
+  });
+  return out;
+}
 
 /** Float32 evaluation: libmvec's float functions and Loom's erf; no pow (its bound is not modelled). */
 const FLOAT: CPrecision = { type: "float", f: "f", fn: (n) => FLOAT_FN[n] ?? null, pow: false };
+
+/** A generated value and its bound E (null: exact); infBounded: an infinite v always has an infinite or NaN E. */
+interface FastValue { v: string; e: string | null; infBounded: boolean }
 
 /**
  * Lines computing, in float32, value t<i> and its error bound e<i> (float32 too: a bound off by
  * a relative 2^-24 per op, which the certification threshold's slack covers). Loads of float32
  * and small integers are exact (no e).
  */
-function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind: string, leafErr: (i: number) => string | null = () => null): { v: string; e: string | null } {
+function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind: string, leafErr: (i: number) => string | null = () => null): FastValue {
   const err: (string | null)[] = [];
   const exactInf = infinitiesCertified(p);
   p.code.forEach((c, i) => {
@@ -149,7 +193,7 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       const exact = c.k === "load" && ["float32", "int8", "uint8", "bool"].includes(c.dtype);
       const extra = leafErr(i);
       err[i] = exact && !extra ? null : `e${i}`;
-      if (err[i]) lines.push(`${ind}const float e${i} = ${[extra, exact ? null : `${abs(t)} * ${RND}`].filter(Boolean).join(" + ")};`);
+      if (err[i]) lines.push(`${ind}const float e${i} = ${[extra, exact ? null : abs(t)].filter(Boolean).join(" + ")};`);
       return;
     }
     const name = c.op.name;
@@ -162,10 +206,11 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       if (e) lines.push(`${ind}const float e${i} = ${e};`);
       err[i] = e ? `e${i}` : null;
     };
-    const rnd = `${abs(t)} * ${RND}`;
-    const ulp4 = `${abs(t)} * 0x1p-21f`;
+    // one rounding: |t| units; 4 ulp of a result: 2^-21·|t| ≤ 8 units
+    const rnd = abs(t);
+    const ulp4 = `${abs(t)} * 8.0f`;
     /** Certain when the input interval [x − e, x + e] does not reach zero: 0, else infinite. */
-    const sure = (x: string, e: string | null) => (e ? `((${abs(x)} > ${e} || ${e} == 0.0f) ? 0.0f : ${INF})` : null);
+    const sure = (x: string, e: string | null) => (e ? `((${abs(x)} > ${absErr(e)} || ${e} == 0.0f) ? 0.0f : ${INF})` : null);
     switch (name) {
       case "neg": case "abs": case "relu": case "contiguous": return push(ea);
       case "cast": return push(c.dtype === "bool" ? sure(a, ea) : ea);
@@ -175,23 +220,24 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       // test costs about a quarter of W2's kernel, whose sums all feed products)
       case "add": case "sub": {
         const sum = ea && eb ? `${ea} + ${eb}` : ea ?? eb;
-        if (!exactInf[i]) return push(sum ? fma(abs(t), RND, sum) : rnd);
+        if (!exactInf[i]) return push(sum ? `${rnd} + ${sum}` : rnd);
         return push(`${sum ?? "0.0f"} + (__builtin_isinf(${t}) && (__builtin_isinf(${a}) || __builtin_isinf(${b})) ? 0.0f : ${rnd})`);
       }
       case "mul": {
         let e = rnd;
-        if (ea && eb) e = fma(ea, eb, e);
+        if (ea && eb) e = fma(`${ea} * ${RND}`, eb, e); // e_a·e_b = U·(U·E_a·E_b)
         if (eb) e = fma(abs(a), eb, e);
         if (ea) e = fma(abs(b), ea, e);
         return push(e);
       }
-      case "div": return push(`(${abs(b)} > ${B} ? (${A} + ${abs(t)} * ${B}) / (${abs(b)} - ${B}) : ${INF}) + ${rnd}`);
-      case "reciprocal": return push(`(${abs(a)} > ${A} ? ${abs(t)} * ${A} / (${abs(a)} - ${A}) : ${INF}) + ${rnd}`);
-      // the input's interval must not reach below 0 (the reference would be NaN)
-      case "sqrt": return push(ea ? `(${a} >= ${ea} ? __builtin_fminf(__builtin_sqrtf(${ea}), ${ea} / ${t}) : ${INF}) + ${rnd}` : rnd);
+      // (e_a + |t|·e_b) / (|b| − e_b) in units: (E_a + |t|·E_b) / (|b| − U·E_b)
+      case "div": return push(`(${abs(b)} > ${absErr(B)} ? (${A} + ${abs(t)} * ${B}) / (${abs(b)} - ${absErr(B)}) : ${INF}) + ${rnd}`);
+      case "reciprocal": return push(`(${abs(a)} > ${absErr(A)} ? ${abs(t)} * ${A} / (${abs(a)} - ${absErr(A)}) : ${INF}) + ${rnd}`);
+      // the input's interval must not reach below 0 (the reference would be NaN); min(√e, e/t) in units: min(√(E/U), E/t)
+      case "sqrt": return push(ea ? `(${a} >= ${absErr(ea)} ? __builtin_fminf(__builtin_sqrtf(${ea} * ${INV_U}), ${ea} / ${t}) : ${INF}) + ${rnd}` : rnd);
       case "rsqrt": {
-        lines.push(`${ind}const float q${i} = __builtin_sqrtf(${a});`, `${ind}const float eq${i} = ${ea ? `(${a} >= ${ea} ? __builtin_fminf(__builtin_sqrtf(${ea}), ${ea} / q${i}) : ${INF}) + ` : ""}q${i} * ${RND};`);
-        return push(`(q${i} > eq${i} ? ${abs(t)} * eq${i} / (q${i} - eq${i}) : ${INF}) + ${rnd}`);
+        lines.push(`${ind}const float q${i} = __builtin_sqrtf(${a});`, `${ind}const float eq${i} = ${ea ? `(${a} >= ${absErr(ea)} ? __builtin_fminf(__builtin_sqrtf(${ea} * ${INV_U}), ${ea} / q${i}) : ${INF}) + ` : ""}q${i};`);
+        return push(`(q${i} > ${absErr(`eq${i}`)} ? ${abs(t)} * eq${i} / (q${i} - ${absErr(`eq${i}`)}) : ${INF}) + ${rnd}`);
       }
       // e_a + e_b bounds max(e_a, e_b) and keeps a NaN bound NaN (fmaxf would drop it)
       case "maximum": case "minimum": return push(ea || eb ? `${A} + ${B}` : null);
@@ -204,40 +250,42 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       case "isnan": return push(ea ? `(${ea} < ${INF} ? 0.0f : ${INF})` : null); // a finite bound: the reference is not NaN either
       case "eq": case "ne": case "lt": case "le": case "gt": case "ge":
         // |a − b| is itself rounded: shrink it by more than that rounding before comparing
-        return push(ea || eb ? `((${abs(`${a} - ${b}`)} * (1.0f - 0x1p-22f) > ${[ea, eb].filter(Boolean).join(" + ")}) ? 0.0f : ${INF})` : null);
+        return push(ea || eb ? `((${abs(`${a} - ${b}`)} * (1.0f - 0x1p-22f) > ${absErr([ea, eb].filter(Boolean).join(" + "))}) ? 0.0f : ${INF})` : null);
       case "floor": case "ceil": case "round": {
         const f = name === "floor" ? "__builtin_floorf" : name === "ceil" ? "__builtin_ceilf" : "__builtin_rintf";
         // t ± e are rounded too: widen the interval by more than that rounding
-        return push(ea ? `(${f}(${a} - (${ea} + ${abs(a)} * 0x1p-22f)) == ${f}(${a} + (${ea} + ${abs(a)} * 0x1p-22f)) ? 0.0f : ${INF})` : null);
+        return push(ea ? `(${f}(${a} - (${absErr(ea)} + ${abs(a)} * 0x1p-22f)) == ${f}(${a} + (${absErr(ea)} + ${abs(a)} * 0x1p-22f)) ? 0.0f : ${INF})` : null);
       }
       case "floor_divide": {
         lines.push(`${ind}const float q${i} = ${a} / ${b};`);
-        lines.push(`${ind}const float eq${i} = (${abs(b)} > ${B} ? (${A} + ${abs(`q${i}`)} * ${B}) / (${abs(b)} - ${B}) : ${INF}) + ${abs(`q${i}`)} * ${RND};`);
-        return push(`(__builtin_floorf(q${i} - (eq${i} + ${abs(`q${i}`)} * 0x1p-22f)) == __builtin_floorf(q${i} + (eq${i} + ${abs(`q${i}`)} * 0x1p-22f)) ? 0.0f : ${INF})`);
+        lines.push(`${ind}const float eq${i} = (${abs(b)} > ${absErr(B)} ? (${A} + ${abs(`q${i}`)} * ${B}) / (${abs(b)} - ${absErr(B)}) : ${INF}) + ${abs(`q${i}`)};`);
+        return push(`(__builtin_floorf(q${i} - (${absErr(`eq${i}`)} + ${abs(`q${i}`)} * 0x1p-22f)) == __builtin_floorf(q${i} + (${absErr(`eq${i}`)} + ${abs(`q${i}`)} * 0x1p-22f)) ? 0.0f : ${INF})`);
       }
       case "sigmoid": {
         // 1 / (1 + expf(-a)): the exponential's bound, then the quotient's
         lines.push(`${ind}const float s${i} = expf(-${a});`);
-        lines.push(`${ind}const float es${i} = s${i} * (${A} < 1e-3f ? ${A} * 1.001f : ${INF}) + ${abs(`s${i}`)} * 0x1p-21f;`);
-        lines.push(`${ind}const float u${i} = 1.0f + s${i}, eu${i} = es${i} + u${i} * ${RND};`); // 1 + s rounds too
-        return push(`(u${i} > eu${i} ? ${t} * eu${i} / (u${i} - eu${i}) : ${INF}) + ${rnd}`, `1.0f / u${i}`);
+        lines.push(`${ind}const float es${i} = s${i} * (${absErr(A)} < 1e-3f ? ${A} * 1.001f : ${INF}) + ${abs(`s${i}`)} * 8.0f;`);
+        lines.push(`${ind}const float u${i} = 1.0f + s${i}, eu${i} = es${i} + u${i};`); // 1 + s rounds too
+        return push(`(u${i} > ${absErr(`eu${i}`)} ? ${t} * eu${i} / (u${i} - ${absErr(`eu${i}`)}) : ${INF}) + ${rnd}`, `1.0f / u${i}`);
       }
       default: {
         // a float32 libmvec function: its input's error through the function (Lipschitz or local), plus 4 ulp of the result
         const prop: Record<string, string> = {
           // an argument interval below −104 underflows to 0 in float32 and in the reference (finfo.min masks)
-          exp: `(${a} + ${A} < -104.0f ? 0.0f : ${t} * (${A} < 1e-3f ? ${A} * 1.001f : ${INF}))`,
-          log: `(${a} > ${A} ? ${A} / (${a} - ${A}) : ${INF})`,
-          log1p: `(1.0f + ${a} > ${A} ? ${A} / (1.0f + ${a} - ${A}) : ${INF})`,
+          // e^(U·E) − 1 ≤ 1.001·U·E below U·E = 1e-3
+          exp: `(${a} + ${absErr(A)} < -104.0f ? 0.0f : ${t} * (${absErr(A)} < 1e-3f ? ${A} * 1.001f : ${INF}))`,
+          log: `(${a} > ${absErr(A)} ? ${A} / (${a} - ${absErr(A)}) : ${INF})`,
+          log1p: `(1.0f + ${a} > ${absErr(A)} ? ${A} / (1.0f + ${a} - ${absErr(A)}) : ${INF})`,
           sin: A, cos: A, tanh: A,
         };
         // erf is Loom's own (loom_erff): its measured absolute bound instead of 4 ulp
-        if (name === "erf") return push(ea ? fma("1.1283792f", A, `${ERF_ABS_BOUND.toExponential()}f`) : `${ERF_ABS_BOUND.toExponential()}f`);
-        return push(ea ? fma(abs(t), "0x1p-21f", prop[name]!) : ulp4);
+        if (name === "erf") return push(ea ? fma("1.1283792f", A, units(ERF_ABS_BOUND)) : units(ERF_ABS_BOUND));
+        return push(ea ? fma(abs(t), "8.0f", prop[name]!) : ulp4);
       }
     }
   });
-  return { v: `t${p.out}`, e: err[p.out] ?? null };
+  const leafBound = p.code[p.out]!.k !== "op" && leafErr(p.out) !== null; // the reduce epilogue's acc: bound not from |t|
+  return { v: `t${p.out}`, e: err[p.out] ?? null, infBounded: !leafBound && infiniteBounded(p, exactInf)[p.out]! };
 }
 
 /** The fast kernel of a fused_elementwise program (check `unsupportedFast(p)` first). */
@@ -246,22 +294,33 @@ export function genElementwiseFast(p: Program): Generated {
   const h = elementwiseHead(p, A);
   const lines = [
     SIGNATURE, ...A.lines,
-    // 32-bit flags: with bytes GCC vectorizes 64 elements per iteration and spills registers
-    `  float ob[${TILE}];`, `  uint32_t fl[${TILE}];`,
+    `  float ob[${TILE}];`,
     `  const int alias = P[${MAX_INPUTS + 1}] != 0; /* out shares an input's buffer: stage the tile in ob */`,
     "  for (int64_t t = begin; t < end; t++) {", ...h.lines,
     "    float *dst = alias ? ob : out + j0;",
     "    int any = 0;",
     "#pragma omp simd reduction(|:any)", "    for (int64_t j = j0; j < j1; j++) {",
   ];
+  /**
+   * Whether element j is not certified: E − FAST_RTOL·|v| > FAST_ATOL, or NaN. A non-finite
+   * float32 result is never certified (the reference may be finite: overflow in float32 only):
+   * v = NaN makes the test NaN; v = ±inf does where E is then infinite too (inf − inf), and
+   * elsewhere E is replaced by fmaf(v, 0, E), NaN for v = ±inf and E otherwise.
+   */
+  const flag = (r: FastValue) => {
+    const e = r.infBounded ? (r.e ?? "0.0f") : fma(r.v, "0.0f", r.e ?? "0.0f");
+    return `!(${fma(`-${FAST_RTOL}`, abs(r.v), e)} <= ${FAST_ATOL})`;
+  };
   const r = fastBody(p, (i) => h.inner.get(i)!, lines, "      ");
-  lines.push(`      dst[j - j0] = ${r.v};`);
-  // a non-finite float32 result is never certified: the reference may be finite (overflow in float32 only)
-  lines.push(`      const int f = !(${r.e ?? "0.0f"} <= ${fma(FAST_RTOL, abs(r.v), FAST_ATOL)} && ${abs(r.v)} <= 0x1.fffffep127f);`, "      fl[j - j0] = (uint32_t)f;", "      any |= f;", "    }");
-  // the double kernel's value for each element the bound does not certify (inputs still intact: out is written below)
-  lines.push("    if (any) {", "      for (int64_t j = j0; j < j1; j++) {", "        if (!fl[j - j0]) continue;");
-  const d = body(p, (_c, i) => h.inner.get(i)!, lines, "        ");
-  lines.push(`        dst[j - j0] = (float)${d};`, "      }", "    }");
+  lines.push(`      dst[j - j0] = ${r.v};`, `      any |= ${flag(r)};`, "    }");
+  // a tile with an uncertified element: each element again, its float32 value where certified, else the
+  // double kernel's (inputs still intact: out is written below). Scalar and vector libmvec calls may
+  // differ in their last bits, so each element keeps the value its own certificate is about.
+  lines.push("    if (any) {", "      for (int64_t j = j0; j < j1; j++) {");
+  const rs = fastBody(p, (i) => h.inner.get(i)!, lines, "        ");
+  lines.push(`        if (!${flag(rs)}) { dst[j - j0] = ${rs.v}; continue; }`, "        {");
+  const d = body(p, (_c, i) => h.inner.get(i)!, lines, "          ");
+  lines.push(`          dst[j - j0] = (float)${d};`, "        }", "      }", "    }");
   lines.push("    if (alias) __builtin_memcpy(out + j0, ob, (size_t)(j1 - j0) * sizeof(float));", "  }", "}");
   return { source: lines.join("\n"), params: A.values, tasks: h.tasks, grain: Math.max(1, Math.floor(CHUNK_ELEMENTS / h.tile)) };
 }
@@ -292,7 +351,7 @@ export function genReduceFast(a: FusedReduceAttrs): Generated {
   const kind = a.reduce.name;
   const epi: string[] = [];
   if (!a.epilogue) {
-    epi.push(`    const float y = (float)acc;`, `    const float ey = (float)eacc + ${abs("y")} * ${RND};`);
+    epi.push(`    const float y = (float)acc;`, `    const float ey = (float)eacc + ${abs("y")};`);
   } else {
     const ep = a.epilogue;
     epi.push(...h.epiIndex);
@@ -317,7 +376,8 @@ export function genReduceFast(a: FusedReduceAttrs): Generated {
     lines.push(`        eacc = (double)${e} > eacc ? (double)${e} : eacc;`, `        nanf |= (${r.v} != ${r.v}) | (${e} != ${e});`);
   }
   lines.push("      }", "    }");
-  if (kind === "sum") lines.push("    eacc += aacc * (double)(2 * NR) * 0x1p-53;");
+  // 2n·2^-53·Σ|v| in units of U (2^-53 = 2^-29 units of 2^-24 ≥ 2^-53/U)
+  if (kind === "sum") lines.push("    eacc += aacc * (double)(2 * NR) * 0x1p-29;");
   else lines.push(`    if (nanf) eacc = ${INF};`);
   lines.push(...epi);
   lines.push(`    if (ey <= ${FAST_ATOL} + ${FAST_RTOL} * ${abs("y")} && ${abs("y")} <= 0x1.fffffep127f) ((float *)P[0])[o] = y;`);
