@@ -36,20 +36,35 @@ import { sourceNode } from "./readers.ts";
 import type { TensorOps } from "./surface.ts";
 
 type Runner = (inputs: readonly TensorData[]) => TensorData;
+/** The layout of one input a cached choice was made for. */
+interface Layout { dtype: DType; shape: readonly number[]; strides: readonly number[] }
+/** A chosen runner (null: no implementation runs it) and the input layouts it was chosen for. */
+interface Choice { layouts: readonly Layout[]; run: Runner | null }
 /**
- * Chosen runners by application key (backend, op, dtypes, shapes, strides, attrs), valid for the
- * options object they were chosen under (set_compiler_options replaces it: a new tolerance
- * chooses again). Null: no implementation runs it. Bounded: cleared past MAX_CACHED keys.
+ * Chosen runners by (backend, op, attrs) and then by the inputs' layouts (dtypes, shapes,
+ * strides), compared element by element: no key string is built from the shapes on every call
+ * (a third of a small eager softmax's dispatch). Valid for the options object they were chosen
+ * under (set_compiler_options replaces it: a new tolerance chooses again). Bounded: cleared past
+ * MAX_CACHED choices.
  */
-const cache = new Map<string, Runner | null>();
+const cache = new Map<string, Choice[]>();
+let cached = 0;
 let cacheOptions: unknown = null;
 const MAX_CACHED = 512;
 
-/** The layouts part of a cache key: each input's dtype, shape and strides. */
-function layoutKey(inputs: readonly TensorData[]): string {
-  let k = "";
-  for (const t of inputs) k += `${t.dtype}:${t.shape.join(",")}:${t.strides.join(",")};`;
-  return k;
+const sameDims = (a: readonly number[], b: readonly number[]): boolean => {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+};
+/** Whether `inputs` have the layouts a choice was made for. */
+function sameLayouts(ls: readonly Layout[], inputs: readonly TensorData[]): boolean {
+  if (ls.length !== inputs.length) return false;
+  for (let i = 0; i < ls.length; i++) {
+    const l = ls[i]!, t = inputs[i]!;
+    if (l.dtype !== t.dtype || !sameDims(l.shape, t.shape) || !sameDims(l.strides, t.strides)) return false;
+  }
+  return true;
 }
 
 /**
@@ -127,24 +142,29 @@ export function plansEager(device: string, n: number, min: number): boolean {
 /** runFused without the `patterns` switch (for primitive ops, whose choice is only the tolerance's). */
 function runBest(device: string, op: OpDef, inputs: readonly TensorData[], attrs: () => unknown, key: string, shape: readonly number[], dtype: DType): TensorData | null {
   const opts = compilerOptions();
-  if (cacheOptions !== opts || cache.size > MAX_CACHED) {
+  if (cacheOptions !== opts || cached > MAX_CACHED) {
     cache.clear();
+    cached = 0;
     cacheOptions = opts;
   }
   // the backend's name, not the device's: "cpu" is js or native (set_default_backend)
   const backend = backendFor(device);
-  const k = `${backend.name}|${op.name}|${key}|${layoutKey(inputs)}`;
-  let run = cache.get(k);
-  if (run === undefined) {
-    run = null;
+  const k = `${backend.name}|${op.name}|${key}`;
+  let choices = cache.get(k);
+  if (!choices) cache.set(k, (choices = []));
+  let choice = choices.find((c) => sameLayouts(c.layouts, inputs));
+  if (!choice) {
+    let run: Runner | null = null;
     if (backend.implementations) {
       const a: Application = { op, inputs, attrs: attrs(), shape, dtype };
       const impl = candidates(backend, a, opts.tolerance).find((i) => i.runner);
       if (impl) run = impl.runner!(a);
     }
-    cache.set(k, run);
+    choice = { layouts: inputs.map((t) => ({ dtype: t.dtype, shape: t.shape.slice(), strides: t.strides.slice() })), run };
+    choices.push(choice);
+    cached++;
   }
-  return run === null ? null : run(inputs);
+  return choice.run === null ? null : choice.run(inputs);
 }
 
 /**

@@ -89,6 +89,21 @@ describe.skipIf(!NATIVE)("eager softmax runs the fused kernel (native)", () => {
     expect(NATIVE!.stats.execs - b2).toBe(1);
   });
 
+  test("the cached choice is per input layout: the same shape with other strides gets its own kernel", () => {
+    loom.set_compiler_options({ tolerance: "exact" });
+    try {
+      const a = t(values(6 * 6, 12, 1, 7), [6, 6]);
+      const dense = a.softmax(-1).dataSync(); // chosen and cached for strides [6, 1]
+      const at = a.transpose(0, 1); // shape [6, 6], strides [1, 6]: a kernel reading columns
+      const y = at.softmax(-1).dataSync();
+      expect(bits(y)).toEqual(bits(opByOp(at, -1).dataSync()));
+      expect(bits(y)).not.toEqual(bits(dense));
+      expect(bits(a.softmax(-1).dataSync())).toEqual(bits(dense)); // the first choice is still there
+    } finally {
+      loom.set_compiler_options({}, true);
+    }
+  });
+
   test("after set_default_backend('js'), an eager softmax on the cpu device runs js's op-by-op kernels (the choice is per backend)", () => {
     const x = t(values(3 * 7, 2, 0, 11), [3, 7]);
     x.softmax(-1); // native: chosen and cached
