@@ -129,13 +129,15 @@ static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
 
 /**
  * panel[k][c] = B[k][c] for k < kc, c < nr (zeros past nr) where B is given transposed: Bt[c][k]
- * at Bt + c·ldb + k. 16×16 blocks through registers; the k tail with masked loads.
+ * at Bt + c·ldb + k. 16×16 blocks through registers; the k tail with masked loads. One half of
+ * the panel (16 rows of Bt) at a time along k: 16 streams of rows, which the hardware prefetchers
+ * follow better than 32 (x·Wᵀ, one thread: 64×1024×1024 1.50 -> 1.43 ms, 64×4096×4096 31.1 -> 26.0).
  */
 static void pack_transposed(int64_t kc, int64_t nr, const float *Bt, int64_t ldb, float *panel) {
-  for (int64_t k = 0; k < kc; k += 16) {
-    int64_t kn = kc - k < 16 ? kc - k : 16;
-    __mmask16 km = (__mmask16)(kn >= 16 ? 0xFFFF : (1u << kn) - 1u);
-    for (int h = 0; h < 2; h++) {
+  for (int h = 0; h < 2; h++) {
+    for (int64_t k = 0; k < kc; k += 16) {
+      int64_t kn = kc - k < 16 ? kc - k : 16;
+      __mmask16 km = (__mmask16)(kn >= 16 ? 0xFFFF : (1u << kn) - 1u);
       __m512 r[16];
       for (int c = 0; c < 16; c++) {
         int64_t col = h * 16 + c;
