@@ -3,7 +3,8 @@
  * (LazyTensor._fusedNorm): the node the compiler's pattern pass makes of the decomposition. The
  * plan is the same, so the values are the same bits as the recorded decomposition at "exact"
  * (and as eager op by op on js); a gradient, `patterns: false` or a weight of another shape keeps
- * the decomposition, whose gradient is checked against finite differences.
+ * the decomposition, whose gradient is checked against finite differences. The same for softmax
+ * of a buffer (LazyTensor._fusedSoftmax): one fused_softmax node, other inputs op by op.
  */
 import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
@@ -69,4 +70,36 @@ describe.each(BACKENDS)("lazy norms recorded fused on %s", (backend) => {
       for (const i of [0, 100, 419]) expect(g[i]!).toBeCloseTo((at(i, h) - at(i, -h)) / (2 * h), 3);
     });
   }
+});
+
+describe.each(BACKENDS)("lazy softmax of a buffer recorded fused on %s", (backend) => {
+  useBackend(backend);
+  loom.manual_seed(1);
+  const x = loom.randn([6, 9, 10]).mul(4);
+
+  test('one fused_softmax node for a leaf (any dim, a strided leaf), the same bits as the recorded decomposition at "exact" and as eager', () => {
+    loom.with_compiler_options({ tolerance: "exact" }, () => {
+      for (const [leaf, d] of [[x, -1], [x, 1], [x, 0], [x.transpose(0, 2), -1]] as const) {
+        const y = (leaf.lazy() as L).softmax(d);
+        expect(opNodes(y)).toEqual(["fused_softmax"]);
+        const dec = loom.with_compiler_options({ patterns: false }, () => (leaf.lazy() as L).softmax(d));
+        expect(opNodes(dec)).toContain("amax"); // the decomposition, op by op
+        const yv = y.eval().dataSync();
+        expect(bits(yv)).toEqual(bits(dec.eval().dataSync()));
+        expect(bits(yv)).toEqual(bits(leaf.softmax(d).dataSync()));
+      }
+    });
+    // the default tolerance: the kernel the eager softmax runs too
+    expect(bits((x.lazy() as L).softmax(-1).eval().dataSync())).toEqual(bits(x.softmax(-1).dataSync()));
+  });
+
+  test("an op result (a prologue or attention for the pattern pass) or a gradient to record keeps the decomposition", () => {
+    expect(opNodes((x.lazy() as L).mul(2).softmax(-1))).toContain("amax");
+    const xg = x.clone().requires_grad_();
+    const y = (xg.lazy() as L).softmax(-1);
+    expect(opNodes(y)).toContain("amax");
+    y.mul(loom.randn([6, 9, 10]).lazy()).sum().backward(); // and its gradient reaches the leaf
+    expect(xg.grad).not.toBeNull();
+    expect(opNodes(loom.no_grad(() => (xg.lazy() as L).softmax(-1)))).toEqual(["fused_softmax"]);
+  });
 });
