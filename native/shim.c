@@ -81,7 +81,6 @@ static inline double now_us(void) {
 enum { PREEMPT_US = 1000, CONTENDED_US = 250000 };
 static atomic_llong contended_until; /* µs (now_us); spinning is off before then */
 static atomic_llong preemptions;     /* descheduled spins seen (loom_counters) */
-static atomic_int pool_parked; /* idle workers sleep at once (the executor is idle) */
 
 /** 1 while the machine looks oversubscribed (a spinning thread of ours was descheduled recently). */
 int loom_pool_contended(void) {
@@ -171,8 +170,6 @@ static struct { loom_task fn; void *ctx; int64_t n; } job;
  * a late worker reads it while the next job may be published */
 static atomic_int job_timed;
 
-void loom_pool_park(int on) { atomic_store(&pool_parked, on); }
-
 int loom_nthreads(void) { return nthreads; }
 
 /* Set on threads running a part of a parallel job: a parallel_for inside runs serially there
@@ -204,8 +201,7 @@ static void *worker_main(void *arg) {
   for (;;) {
     /* spin briefly (the next kernel of a plan usually follows at once), then sleep */
     spinner sp = {0};
-    while (atomic_load_explicit(&pool_gen, memory_order_acquire) == seen && !atomic_load_explicit(&pool_parked, memory_order_relaxed) &&
-           spin_more(&sp, 200)) {}
+    while (atomic_load_explicit(&pool_gen, memory_order_acquire) == seen && spin_more(&sp, 200)) {}
     if (atomic_load(&pool_gen) == seen) {
       pthread_mutex_lock(&pool_mu);
       atomic_fetch_add(&pool_sleepers, 1);
@@ -489,13 +485,14 @@ static void *executor_main(void *arg) {
   pthread_setname_np(pthread_self(), "loom-exec");
   for (;;) {
     pthread_mutex_lock(&q_mu);
-    if (!q_head || q_head->taken) {
-      /* idle: JavaScript is building the next graph; nobody may spin against it on few cores
-       * (or the head is running on the thread that waits for it: see loom_wait) */
-      if (!q_head) loom_pool_park(1);
-      while (!q_head || q_head->taken) pthread_cond_wait(&q_cv, &q_mu);
-    }
-    loom_pool_park(0);
+    /* idle (or the head is running on the thread that waits for it: see loom_wait). The workers
+     * are left to spin their ~200 µs and then sleep, as between eager kernels, so a realize that
+     * follows soon (a loop of small plans) finds them awake. Making them sleep at once here (and
+     * after an inline run) cost about 20-40 µs per realize (W5 lazy 0.76/0.83/0.78 against
+     * 0.75/0.76/0.76 ms, alternating processes); W7u, whose JavaScript records for tens of
+     * milliseconds between plans, did not change (563/566 against 569/561 ms), nor did W5 next
+     * to a busy process (bench/oversubscribed.ts: the spin stops when a thread is descheduled). */
+    while (!q_head || q_head->taken) pthread_cond_wait(&q_cv, &q_mu);
     cmd *c = q_head;
     c->taken = 1;
     pthread_mutex_unlock(&q_mu);
@@ -547,7 +544,6 @@ static void drain(void) {
  */
 int loom_exec(const double *prog, double nwords) {
   if (in_flight) drain();
-  loom_pool_park(0); /* eager kernels follow each other: workers may spin between them */
   return run_program(prog, (int64_t)nwords, sync_err);
 }
 
@@ -591,10 +587,8 @@ int loom_wait(void *h) {
     c->taken = 1;
     inline_runs++;
     pthread_mutex_unlock(&q_mu);
-    loom_pool_park(0);
     run_head(c);
     if (q_head) pthread_cond_signal(&q_cv); /* queued meanwhile: the executor's turn */
-    else loom_pool_park(1);                 /* idle again, as the executor leaves the pool */
     pthread_mutex_unlock(&q_mu);
     return c->failed;
   }

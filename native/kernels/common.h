@@ -282,8 +282,6 @@ void matmul_entry(const tdesc *a, const tdesc *b, const tdesc *o, int64_t nbatch
 
 /* blas.c */
 int loom_blas_available(void);
-/* shim.c: while set, idle pool workers sleep instead of spinning (the executor is idle) */
-void loom_pool_park(int on);
 /* 1 while the machine looks oversubscribed (shim.c: a spinning pool thread was descheduled) */
 int loom_pool_contended(void);
 /* a span of work on the calling thread; the check marks the machine oversubscribed when the span
