@@ -27,7 +27,7 @@ import { FUSED_OPS, OPS } from "../graph/registry.ts";
 import { compilerOptions } from "../scheduler/options.ts";
 import { candidates } from "../scheduler/select.ts";
 import { promoteWithScalar, type DType } from "../tensor/dtype.ts";
-import { numel } from "../tensor/shape.ts";
+import { numel, shapesEqual } from "../tensor/shape.ts";
 import { scalarData, type TensorData } from "../tensor/storage.ts";
 import { Node } from "../graph/node.ts";
 import { realize } from "../scheduler/realize.ts";
@@ -52,17 +52,12 @@ let cached = 0;
 let cacheOptions: unknown = null;
 const MAX_CACHED = 512;
 
-const sameDims = (a: readonly number[], b: readonly number[]): boolean => {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-};
 /** Whether `inputs` have the layouts a choice was made for. */
 function sameLayouts(ls: readonly Layout[], inputs: readonly TensorData[]): boolean {
   if (ls.length !== inputs.length) return false;
   for (let i = 0; i < ls.length; i++) {
     const l = ls[i]!, t = inputs[i]!;
-    if (l.dtype !== t.dtype || !sameDims(l.shape, t.shape) || !sameDims(l.strides, t.strides)) return false;
+    if (l.dtype !== t.dtype || !shapesEqual(l.shape, t.shape) || !shapesEqual(l.strides, t.strides)) return false;
   }
   return true;
 }
@@ -152,7 +147,8 @@ function runBest(device: string, op: OpDef, inputs: readonly TensorData[], attrs
   const k = `${backend.name}|${op.name}|${key}`;
   let choices = cache.get(k);
   if (!choices) cache.set(k, (choices = []));
-  let choice = choices.find((c) => sameLayouts(c.layouts, inputs));
+  let choice: Choice | undefined;
+  for (const c of choices) if (sameLayouts(c.layouts, inputs)) { choice = c; break; }
   if (!choice) {
     let run: Runner | null = null;
     if (backend.implementations) {
@@ -168,17 +164,21 @@ function runBest(device: string, op: OpDef, inputs: readonly TensorData[], attrs
 }
 
 /**
- * softmax of `x` over `dim` (normalized, non-empty) as one fused kernel: the `fused_softmax`
- * whose prologue is x itself (one load with x's own strides), as the pattern pass builds it for
- * `x.softmax(dim)`. Null where no fused implementation runs (see the file comment).
+ * The attrs of `fused_softmax` over a buffer `x` along `dim`: the prologue is x itself, one load
+ * with x's own strides, as the pattern pass builds it for `x.softmax(dim)` of a leaf (used by the
+ * eager path below and by LazyTensor._fusedSoftmax, so both make the pattern pass's node).
+ */
+export function leafSoftmaxAttrs(x: Pick<TensorData, "shape" | "strides" | "dtype">, dim: number): FusedSoftmaxAttrs {
+  return { dim, prologue: { shape: x.shape, code: [{ k: "load", input: 0, strides: x.strides, offset: 0, dtype: x.dtype }], out: 0 } };
+}
+
+/**
+ * softmax of `x` over `dim` (normalized, non-empty) as one fused kernel (leafSoftmaxAttrs). Null
+ * where no fused implementation runs (see the file comment).
  */
 export function fusedSoftmax(device: string, x: TensorData, dim: number): TensorData | null {
   if (!patternDtype(x.dtype) || x.shape.length === 0) return null;
-  const attrs = (): FusedSoftmaxAttrs => ({
-    dim,
-    prologue: { shape: x.shape, code: [{ k: "load", input: 0, strides: x.strides, offset: 0, dtype: x.dtype }], out: 0 },
-  });
-  return runFused(device, FUSED_OPS.fused_softmax, [x], attrs, `${dim}`, x.shape, x.dtype);
+  return runFused(device, FUSED_OPS.fused_softmax, [x], () => leafSoftmaxAttrs(x, dim), `${dim}`, x.shape, x.dtype);
 }
 
 /**

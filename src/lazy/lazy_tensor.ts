@@ -7,7 +7,7 @@ import { set_grad_materializer } from "../autograd/engine.ts";
 import { is_grad_enabled } from "../autograd/grad_mode.ts";
 import { Node, toDot } from "../graph/node.ts";
 import type { OpDef, ViewOp } from "../graph/op.ts";
-import { patternDtype, type FusedSoftmaxAttrs, type NormAttrs } from "../graph/passes/fused_ops.ts";
+import { patternDtype, type NormAttrs } from "../graph/passes/fused_ops.ts";
 import { FUSED_OPS } from "../graph/registry.ts";
 import { compilerOptions } from "../scheduler/options.ts";
 import type { CompiledPlan } from "../scheduler/plan.ts";
@@ -17,7 +17,7 @@ import type { DType } from "../tensor/dtype.ts";
 import { contiguousStrides } from "../tensor/shape.ts";
 import type { TensorData } from "../tensor/storage.ts";
 import { backendFor } from "./device.ts";
-import { normConstants, normOperandsFit } from "./eager_fused.ts";
+import { leafSoftmaxAttrs, normConstants, normOperandsFit } from "./eager_fused.ts";
 import { mixed_lift, TensorOps } from "./surface.ts";
 import { checkView, Tensor } from "./tensor.ts";
 
@@ -109,17 +109,15 @@ export class LazyTensor extends TensorOps<LazyTensor> {
   /**
    * softmax of a buffer (a source node: an eager tensor's `.lazy()`, a parameter) recorded as ONE
    * fused_softmax node where no gradient is recorded: the node the pattern pass makes of the
-   * decomposition over a leaf (its prologue one load with the buffer's strides, as
-   * eager_fused.ts's fusedSoftmax), so the plan and its bits are the same, and a small lazy
-   * softmax records and fingerprints 1 node instead of 6. Any other input keeps the decomposition,
+   * decomposition over a leaf (eager_fused.ts leafSoftmaxAttrs, as the eager path's), so the plan
+   * and its bits are the same, and a small lazy softmax records and fingerprints 1 node instead of 6. Any other input keeps the decomposition,
    * which the pattern pass matches with its producers (a scale or mask prologue, attention).
    */
   protected override _fusedSoftmax(dim: number): LazyTensor | null {
     const n = this.node, d = n.realized;
     if (n.op !== null || d === null || this.ndim === 0 || !compilerOptions().patterns || !patternDtype(this.dtype)) return null;
     if (this.requires_grad && is_grad_enabled()) return null;
-    const attrs: FusedSoftmaxAttrs = { dim, prologue: { shape: d.shape, code: [{ k: "load", input: 0, strides: d.strides, offset: 0, dtype: d.dtype }], out: 0 } };
-    return new LazyTensor(new Node(FUSED_OPS.fused_softmax, [n], attrs, [...this.shape], this.dtype), this.device);
+    return new LazyTensor(new Node(FUSED_OPS.fused_softmax, [n], leafSoftmaxAttrs(d, dim), [...this.shape], this.dtype), this.device);
   }
   _data(): TensorData {
     // with the device's pending writes and retained values: one plan (deferred.ts), whose
