@@ -54,7 +54,7 @@ const RND = "0x1.0001p-24f";
 /** Bound E (units of U) as an absolute error: for comparisons with values. */
 const absErr = (e: string) => `(${e} * ${RND})`;
 /** 1/U, for sqrt(U·E)/U = sqrt(E/U). */
-const INV_U = "(1.0f / 0x1.0001p-24f)";
+const INV_U = `(1.0f / ${RND})`;
 /** A constant absolute error c in units of U, rounded up. */
 const units = (c: number) => `${(Math.ceil((c / U) * 1e6) / 1e6).toString()}f`;
 /**
@@ -149,33 +149,14 @@ function infinitiesCertified(p: Program): boolean[] {
   return want;
 }
 const INF = "__builtin_inff()";
-/** Ops whose bound adds the result's own rounding |t| to non-negative terms: an infinite result has an infinite (or NaN) bound. */
-const ROUNDS = new Set(["mul", "div", "reciprocal", "sqrt", "rsqrt", "sigmoid", "exp", "log", "log1p", "sin", "cos", "tanh", "erf"]);
-/** Ops whose value is never infinite (0/1, ±1, erf). */
-const FINITE = new Set(["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "isnan", "sign"]);
-/**
- * Per instruction: whether an infinite value always comes with an infinite or NaN bound, so that
- * the certification test fails for it without a test of its own (see genElementwiseFast's flag).
- */
-function infiniteBounded(p: Program, exactInf: readonly boolean[]): boolean[] {
-  const out: boolean[] = [];
-  p.code.forEach((c, i) => {
-    if (c.k !== "op") out[i] = c.k === "load" && !["float32", "int8", "uint8", "bool"].includes(c.dtype); // a rounded load: |t|
-    else {
-      const n = c.op.name;
-      if (n === "add" || n === "sub") out[i] = !exactInf[i]; // the infinity rule gives an exact infinity no rounding
-      else if (ROUNDS.has(n) || FINITE.has(n) || (n === "cast" && c.dtype === "bool")) out[i] = true;
-      else if (n === "neg" || n === "abs" || n === "relu" || n === "contiguous" || n === "cast") out[i] = out[c.args[0]!]!;
-      else out[i] = false;
-    }
-  });
-  return out;
-}
-
 /** Float32 evaluation: libmvec's float functions and Loom's erf; no pow (its bound is not modelled). */
 const FLOAT: CPrecision = { type: "float", f: "f", fn: (n) => FLOAT_FN[n] ?? null, pow: false };
 
-/** A generated value and its bound E (null: exact); infBounded: an infinite v always has an infinite or NaN E. */
+/**
+ * A generated value and its bound E (null: exact); infBounded: an infinite v always comes with an
+ * infinite or NaN E (the bound adds the value's own |t| to non-negative terms, or the value is
+ * never infinite), so the certification test fails for it without a test of its own.
+ */
 interface FastValue { v: string; e: string | null; infBounded: boolean }
 
 /**
@@ -185,6 +166,7 @@ interface FastValue { v: string; e: string | null; infBounded: boolean }
  */
 function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind: string, leafErr: (i: number) => string | null = () => null): FastValue {
   const err: (string | null)[] = [];
+  const infBounded: boolean[] = []; // see FastValue
   const exactInf = infinitiesCertified(p);
   p.code.forEach((c, i) => {
     const t = `t${i}`;
@@ -193,6 +175,7 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
       const exact = c.k === "load" && ["float32", "int8", "uint8", "bool"].includes(c.dtype);
       const extra = leafErr(i);
       err[i] = exact && !extra ? null : `e${i}`;
+      infBounded[i] = !exact; // e holds |t|
       if (err[i]) lines.push(`${ind}const float e${i} = ${[extra, exact ? null : abs(t)].filter(Boolean).join(" + ")};`);
       return;
     }
@@ -201,26 +184,29 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
     const [a = "0", b = "0"] = args;
     const [ea = null, eb = null, ec = null] = c.args.map((x) => err[x] ?? null);
     const A = ea ?? "0.0f", B = eb ?? "0.0f";
-    const push = (e: string | null, value = opExpr(name, FLOAT, c.dtype === "bool", args)!) => {
+    /** Value t<i> and bound e<i> = e; inf: whether it is infBounded (see FastValue). */
+    const push = (e: string | null, inf = false, value = opExpr(name, FLOAT, c.dtype === "bool", args)!) => {
       lines.push(`${ind}const float ${t} = ${value};`);
       if (e) lines.push(`${ind}const float e${i} = ${e};`);
       err[i] = e ? `e${i}` : null;
+      infBounded[i] = inf;
     };
+    const passes = infBounded[c.args[0]!] ?? false; // a value passed through: its input's
     // one rounding: |t| units; 4 ulp of a result: 2^-21·|t| ≤ 8 units
     const rnd = abs(t);
     const ulp4 = `${abs(t)} * 8.0f`;
     /** Certain when the input interval [x − e, x + e] does not reach zero: 0, else infinite. */
     const sure = (x: string, e: string | null) => (e ? `((${abs(x)} > ${absErr(e)} || ${e} == 0.0f) ? 0.0f : ${INF})` : null);
     switch (name) {
-      case "neg": case "abs": case "relu": case "contiguous": return push(ea);
-      case "cast": return push(c.dtype === "bool" ? sure(a, ea) : ea);
+      case "neg": case "abs": case "relu": case "contiguous": return push(ea, passes);
+      case "cast": return c.dtype === "bool" ? push(sure(a, ea), true) : push(ea, passes);
       // an infinite operand known exactly (its bound finite) gives the same infinity in the
       // reference: no rounding (a masked score, -inf − max, stays certified through exp)
       // (only where such an infinity can end in a certified element, infinitiesCertified: the
       // test costs about a quarter of W2's kernel, whose sums all feed products)
       case "add": case "sub": {
         const sum = ea && eb ? `${ea} + ${eb}` : ea ?? eb;
-        if (!exactInf[i]) return push(sum ? `${rnd} + ${sum}` : rnd);
+        if (!exactInf[i]) return push(sum ? `${rnd} + ${sum}` : rnd, true);
         return push(`${sum ?? "0.0f"} + (__builtin_isinf(${t}) && (__builtin_isinf(${a}) || __builtin_isinf(${b})) ? 0.0f : ${rnd})`);
       }
       case "mul": {
@@ -228,16 +214,16 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
         if (ea && eb) e = fma(`${ea} * ${RND}`, eb, e); // e_a·e_b = U·(U·E_a·E_b)
         if (eb) e = fma(abs(a), eb, e);
         if (ea) e = fma(abs(b), ea, e);
-        return push(e);
+        return push(e, true);
       }
       // (e_a + |t|·e_b) / (|b| − e_b) in units: (E_a + |t|·E_b) / (|b| − U·E_b)
-      case "div": return push(`(${abs(b)} > ${absErr(B)} ? (${A} + ${abs(t)} * ${B}) / (${abs(b)} - ${absErr(B)}) : ${INF}) + ${rnd}`);
-      case "reciprocal": return push(`(${abs(a)} > ${absErr(A)} ? ${abs(t)} * ${A} / (${abs(a)} - ${absErr(A)}) : ${INF}) + ${rnd}`);
+      case "div": return push(`(${abs(b)} > ${absErr(B)} ? (${A} + ${abs(t)} * ${B}) / (${abs(b)} - ${absErr(B)}) : ${INF}) + ${rnd}`, true);
+      case "reciprocal": return push(`(${abs(a)} > ${absErr(A)} ? ${abs(t)} * ${A} / (${abs(a)} - ${absErr(A)}) : ${INF}) + ${rnd}`, true);
       // the input's interval must not reach below 0 (the reference would be NaN); min(√e, e/t) in units: min(√(E/U), E/t)
-      case "sqrt": return push(ea ? `(${a} >= ${absErr(ea)} ? __builtin_fminf(__builtin_sqrtf(${ea} * ${INV_U}), ${ea} / ${t}) : ${INF}) + ${rnd}` : rnd);
+      case "sqrt": return push(ea ? `(${a} >= ${absErr(ea)} ? __builtin_fminf(__builtin_sqrtf(${ea} * ${INV_U}), ${ea} / ${t}) : ${INF}) + ${rnd}` : rnd, true);
       case "rsqrt": {
         lines.push(`${ind}const float q${i} = __builtin_sqrtf(${a});`, `${ind}const float eq${i} = ${ea ? `(${a} >= ${absErr(ea)} ? __builtin_fminf(__builtin_sqrtf(${ea} * ${INV_U}), ${ea} / q${i}) : ${INF}) + ` : ""}q${i};`);
-        return push(`(q${i} > ${absErr(`eq${i}`)} ? ${abs(t)} * eq${i} / (q${i} - ${absErr(`eq${i}`)}) : ${INF}) + ${rnd}`);
+        return push(`(q${i} > ${absErr(`eq${i}`)} ? ${abs(t)} * eq${i} / (q${i} - ${absErr(`eq${i}`)}) : ${INF}) + ${rnd}`, true);
       }
       // e_a + e_b bounds max(e_a, e_b) and keeps a NaN bound NaN (fmaxf would drop it)
       case "maximum": case "minimum": return push(ea || eb ? `${A} + ${B}` : null);
@@ -245,12 +231,13 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
         const pick = ea || eb || ec ? `((${a} != 0 && ${a} == ${a}) ? ${B} : ${ec ?? "0.0f"})` : null;
         return push(ea ? `${sure(a, ea)} + ${pick ?? "0.0f"}` : pick);
       }
-      case "sign": case "logical_not": return push(sure(a, ea));
-      case "logical_and": case "logical_or": return push(ea || eb ? [sure(a, ea), sure(b, eb)].filter(Boolean).join(" + ") : null);
-      case "isnan": return push(ea ? `(${ea} < ${INF} ? 0.0f : ${INF})` : null); // a finite bound: the reference is not NaN either
+      // (these values are 0, 1 or ±1: never infinite)
+      case "sign": case "logical_not": return push(sure(a, ea), true);
+      case "logical_and": case "logical_or": return push(ea || eb ? [sure(a, ea), sure(b, eb)].filter(Boolean).join(" + ") : null, true);
+      case "isnan": return push(ea ? `(${ea} < ${INF} ? 0.0f : ${INF})` : null, true); // a finite bound: the reference is not NaN either
       case "eq": case "ne": case "lt": case "le": case "gt": case "ge":
         // |a − b| is itself rounded: shrink it by more than that rounding before comparing
-        return push(ea || eb ? `((${abs(`${a} - ${b}`)} * (1.0f - 0x1p-22f) > ${absErr([ea, eb].filter(Boolean).join(" + "))}) ? 0.0f : ${INF})` : null);
+        return push(ea || eb ? `((${abs(`${a} - ${b}`)} * (1.0f - 0x1p-22f) > ${absErr([ea, eb].filter(Boolean).join(" + "))}) ? 0.0f : ${INF})` : null, true);
       case "floor": case "ceil": case "round": {
         const f = name === "floor" ? "__builtin_floorf" : name === "ceil" ? "__builtin_ceilf" : "__builtin_rintf";
         // t ± e are rounded too: widen the interval by more than that rounding
@@ -266,7 +253,7 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
         lines.push(`${ind}const float s${i} = expf(-${a});`);
         lines.push(`${ind}const float es${i} = s${i} * (${absErr(A)} < 1e-3f ? ${A} * 1.001f : ${INF}) + ${abs(`s${i}`)} * 8.0f;`);
         lines.push(`${ind}const float u${i} = 1.0f + s${i}, eu${i} = es${i} + u${i};`); // 1 + s rounds too
-        return push(`(u${i} > ${absErr(`eu${i}`)} ? ${t} * eu${i} / (u${i} - ${absErr(`eu${i}`)}) : ${INF}) + ${rnd}`, `1.0f / u${i}`);
+        return push(`(u${i} > ${absErr(`eu${i}`)} ? ${t} * eu${i} / (u${i} - ${absErr(`eu${i}`)}) : ${INF}) + ${rnd}`, true, `1.0f / u${i}`);
       }
       default: {
         // a float32 libmvec function: its input's error through the function (Lipschitz or local), plus 4 ulp of the result
@@ -279,13 +266,12 @@ function fastBody(p: Program, leaf: (i: number) => string, lines: string[], ind:
           sin: A, cos: A, tanh: A,
         };
         // erf is Loom's own (loom_erff): its measured absolute bound instead of 4 ulp
-        if (name === "erf") return push(ea ? fma("1.1283792f", A, units(ERF_ABS_BOUND)) : units(ERF_ABS_BOUND));
-        return push(ea ? fma(abs(t), "8.0f", prop[name]!) : ulp4);
+        if (name === "erf") return push(ea ? fma("1.1283792f", A, units(ERF_ABS_BOUND)) : units(ERF_ABS_BOUND), true); // |erf| ≤ 1
+        return push(ea ? fma(abs(t), "8.0f", prop[name]!) : ulp4, true);
       }
     }
   });
-  const leafBound = p.code[p.out]!.k !== "op" && leafErr(p.out) !== null; // the reduce epilogue's acc: bound not from |t|
-  return { v: `t${p.out}`, e: err[p.out] ?? null, infBounded: !leafBound && infiniteBounded(p, exactInf)[p.out]! };
+  return { v: `t${p.out}`, e: err[p.out] ?? null, infBounded: infBounded[p.out]! };
 }
 
 /** The fast kernel of a fused_elementwise program (check `unsupportedFast(p)` first). */
