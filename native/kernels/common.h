@@ -138,7 +138,8 @@ enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T
 /* Native-only instructions (no registry op): catalog variants. */
 #define LOOM_NATIVE_OPS(X) X(fused_softmax_f32, k_softmax_f32) X(fused_layer_norm_f32, k_norm_f32) X(fused_rms_norm_f32, k_norm_f32) \
   X(fused_softmax_f32x, k_softmax_f32) X(matmul_f32acc, k_matmul_f32acc) X(fused_attention_f32x, k_fused_attention_f32x) \
-  X(lora_linear_f32, k_lora_linear) X(fused_lora_linear_f32, k_lora_linear) X(jit_call, k_jit_call)
+  X(lora_linear_f32, k_lora_linear) X(fused_lora_linear_f32, k_lora_linear) X(jit_call, k_jit_call) \
+  X(fused_rms_norm_f32x, k_norm_f32)
 
 #define LOOM_ENUM_EW(n) OP_##n,
 #define LOOM_ENUM_K(n, k) OP_##n,

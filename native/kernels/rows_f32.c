@@ -267,7 +267,7 @@ int k_softmax_f32(const loom_instr *I) {
   return 0;
 }
 
-/* ---- fused_rms_norm.f32 / fused_layer_norm.f32 --------------------------------------------- */
+/* ---- fused_rms_norm.f32(x) / fused_layer_norm.f32 ------------------------------------------ */
 typedef struct {
   const float *x, *w, *b;
   float *out;
@@ -275,7 +275,37 @@ typedef struct {
   int64_t N, os[LOOM_MAXD], ost[LOOM_MAXD]; /* row length; outer dims of x: sizes, strides */
   int no;
   double c1, c2, c3, eps;
+  /* fused_rms_norm_f32x: a row whose fl32(rsqrt) lies in [rf_lo, rf_hi] is scaled in float32
+     lanes (an empty range, rf_lo > rf_hi, where the call's weight does not admit it) */
+  float rf_lo, rf_hi;
+  int stream; /* f32x output of at least STREAM_BYTES: non-temporal stores (scale_row_nt) */
 } nf_ctx;
+
+/* Outputs from a quarter of a typical last-level cache on are streamed past it (scale_row_nt). */
+#define STREAM_BYTES ((int64_t)8 << 20)
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+/**
+ * y[j] = x[j]·(rf·w[j]) (w NULL: x[j]·rf) for j < n, the f32x scaling, with non-temporal stores
+ * where the CPU has AVX-512: the output of a large norm then does not evict its input from the
+ * last-level cache, nor is it read before being written (W4 [4096, 1024]: x stays in L3 across
+ * calls). The same two float products as the plain loop, so the same bits. The caller fences.
+ */
+static void scale_row_nt(const float *x, const float *w, float rf, float *y, int64_t n) {
+  int64_t j = 0;
+#ifdef __AVX512F__
+  while (j < n && ((uintptr_t)(y + j) & 63) != 0) { y[j] = w ? x[j] * (rf * w[j]) : x[j] * rf; j++; }
+  const __m512 r = _mm512_set1_ps(rf);
+  if (w)
+    for (; j + 16 <= n; j += 16) _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), _mm512_mul_ps(r, _mm512_loadu_ps(w + j))));
+  else
+    for (; j + 16 <= n; j += 16) _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), r));
+#endif
+  for (; j < n; j++) y[j] = w ? x[j] * (rf * w[j]) : x[j] * rf;
+}
 
 static void nf_rows(void *vc, int64_t r0, int64_t r1) {
   const nf_ctx *C = vc;
@@ -291,6 +321,25 @@ static void nf_rows(void *vc, int64_t r0, int64_t r1) {
 #pragma omp simd reduction(+ : s)
       for (int64_t j = 0; j < N; j++) s += (double)x[j] * (double)x[j];
       double rs = 1.0 / sqrt(s / C->c1 + C->eps);
+      /* f32x: y = fl32(x·fl32(fl32(rs)·w)) in float32 lanes (16 per vector, no conversions),
+         where fl32(rs) and every nonzero fl32(rs)·w are normal and finite (k_norm_f32 sets the
+         range; NaN fails it): four float roundings counting the reference's, rows.ts's
+         RMS_NORM_X_CONTRACT */
+      float rf = (float)rs;
+      if (rf >= C->rf_lo && rf <= C->rf_hi) {
+        if (C->stream) {
+          scale_row_nt(x, w, rf, y, N);
+          continue;
+        }
+        if (w) {
+#pragma omp simd
+          for (int64_t j = 0; j < N; j++) y[j] = x[j] * (rf * w[j]);
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < N; j++) y[j] = x[j] * rf;
+        }
+        continue;
+      }
       if (w) {
 #pragma omp simd
         for (int64_t j = 0; j < N; j++) y[j] = (float)((double)x[j] * rs * (double)w[j]);
@@ -319,6 +368,9 @@ static void nf_rows(void *vc, int64_t r0, int64_t r1) {
       y[j] = (float)t;
     }
   }
+#ifdef __AVX512F__
+  if (C->stream) _mm_sfence(); /* the streamed stores are visible before the job is marked done */
+#endif
 }
 
 /** Dense float32 data of a contiguous tensor (rows.ts admits only those for w and b). */
@@ -333,7 +385,7 @@ static const float *dense_f32(const tdesc *t) {
  */
 int k_norm_f32(const loom_instr *I) {
   nf_ctx C;
-  C.rms = I->op == OP_fused_rms_norm_f32;
+  C.rms = I->op == OP_fused_rms_norm_f32 || I->op == OP_fused_rms_norm_f32x;
   int dims = (int)I->attr[0], has_w = I->attr[1] != 0, has_b = I->attr[2] != 0;
   const tdesc *x = &I->in[0];
   if (dims < 1 || dims > x->nd || x->dt != DT_F32 || I->out.dt != DT_F32) { loom_set_error("fused norm f32: bad operands"); return 1; }
@@ -363,6 +415,30 @@ int k_norm_f32(const loom_instr *I) {
     for (int64_t j = 0; C.w && j < C.N; j++) mw = fabsf(C.w[j]) > mw ? fabsf(C.w[j]) : mw;
     for (int64_t j = 0; C.b && j < C.N; j++) mb = fabsf(C.b[j]) > mb ? fabsf(C.b[j]) : mb;
     exact = mw > 0x1p10f || mb > 0x1p20f;
+  }
+  C.rf_lo = 1, C.rf_hi = 0; /* empty: the double lanes */
+  C.stream = I->op == OP_fused_rms_norm_f32x && t_numel(x) * 4 >= STREAM_BYTES;
+  if (I->op == OP_fused_rms_norm_f32x && !exact) {
+    /* fl32(rs) normal and finite; every nonzero |t| = fl32(rs)·|w_j| in [2^-126, 2^127] (no
+       subnormal factor, no overflow); and |y| = |x_j|·rs·|w_j| <= sqrt(N)·max|w| (x_j² <= s and
+       eps >= 0) at most 2^126, so y cannot overflow where the reference does not */
+    float wmin = 1, wmax = 1;
+    int finite = 1;
+    if (C.w) {
+      wmin = INFINITY, wmax = 0;
+      for (int64_t j = 0; j < C.N; j++) {
+        float a = fabsf(C.w[j]);
+        finite &= isfinite(a);
+        if (a > wmax) wmax = a;
+        if (a != 0 && a < wmin) wmin = a;
+      }
+    }
+    if (finite && sqrt((double)C.N) * wmax <= 0x1p126) {
+      /* wmin = inf (all weights 0): every t is 0, exact */
+      double lo = fmax(0x1p-126, 0x1p-126 / (double)wmin * (1 + 0x1p-20));
+      double hi = wmax > 0 ? fmin(0x1.fffffep127, 0x1p127 / (double)wmax) : 0x1.fffffep127;
+      if (lo <= hi) { C.rf_lo = (float)lo * (1 + 0x1p-20f); C.rf_hi = (float)hi * (1 - 0x1p-20f); }
+    }
   }
   if (exact) {
     loom_instr J = *I;

@@ -8,7 +8,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
-import { LAYER_NORM_CONTRACT, RMS_NORM_CONTRACT, SOFTMAX_X_CONTRACT } from "../../src/backends/native/rows.ts";
+import { LAYER_NORM_CONTRACT, RMS_NORM_X_CONTRACT, SOFTMAX_X_CONTRACT } from "../../src/backends/native/rows.ts";
 import { set_default_backend } from "../../src/lazy/device.ts";
 import { NATIVE } from "../native/helpers.ts";
 import { expectWithinContract as within, softmaxRef, t, useNative, values } from "./helpers.ts";
@@ -161,7 +161,7 @@ describe.skipIf(!NATIVE)("eager softmax runs the fused kernel (native)", () => {
       const r = norms(x, w, kind === "ln" ? b : null, kind);
       expect(r.execs).toBe(1);
       expect(bits(r.y)).toEqual(bits(r.lazy));
-      within(r.y, normRef(v, n, wv, kind === "ln" ? bv : null, kind), kind === "rms" ? RMS_NORM_CONTRACT : LAYER_NORM_CONTRACT);
+      within(r.y, normRef(v, n, wv, kind === "ln" ? bv : null, kind), kind === "rms" ? RMS_NORM_X_CONTRACT : LAYER_NORM_CONTRACT);
     }
   });
 

@@ -60,6 +60,18 @@ export function softmaxRef(v: ArrayLike<number>, n: number): Float64Array {
   return out;
 }
 
+/** rms_norm of each row of n values in float64: x·(1/sqrt(mean(x²) + eps))·w (w null: 1). */
+export function rmsRef(x: ArrayLike<number>, n: number, eps: number, w: ArrayLike<number> | null): Float64Array {
+  const out = new Float64Array(x.length);
+  for (let o = 0; o < x.length; o += n) {
+    let s = 0;
+    for (let j = 0; j < n; j++) s += x[o + j]! * x[o + j]!;
+    const rs = 1 / Math.sqrt(s / n + eps);
+    for (let j = 0; j < n; j++) out[o + j] = x[o + j]! * rs * (w ? w[j]! : 1);
+  }
+  return out;
+}
+
 /** The implementation ids of a lazy result's plan, as `op:impl`. */
 export function impls(y: loom.LazyTensor): string[] {
   return y.plan().instructions.map((i) => `${i.op.name}:${i.impl}`);

@@ -12,24 +12,13 @@ import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { LAYER_NORM_CONTRACT, RMS_NORM_CONTRACT, SOFTMAX_CONTRACT } from "../../src/backends/native/rows.ts";
 import { NATIVE } from "../native/helpers.ts";
-import { expectWithinContract as within, impls, softmaxRef, t, useNative, values } from "./helpers.ts";
+import { expectWithinContract as within, impls, rmsRef, softmaxRef, t, useNative, values } from "./helpers.ts";
 
 type L = any;
 const f32 = Math.fround;
 const LENGTHS = [1, 7, 17, 1000, 4097];
 /** Norm rows: of length 1 the simplifier folds the reductions, so no norm pattern is left to match. */
 const NORM_LENGTHS = [2, 7, 17, 1000, 4097];
-
-function rmsRef(x: ArrayLike<number>, n: number, eps: number, w: ArrayLike<number> | null): Float64Array {
-  const out = new Float64Array(x.length);
-  for (let o = 0; o < x.length; o += n) {
-    let s = 0;
-    for (let j = 0; j < n; j++) s += x[o + j]! * x[o + j]!;
-    const rs = 1 / Math.sqrt(s / n + eps);
-    for (let j = 0; j < n; j++) out[o + j] = x[o + j]! * rs * (w ? w[j]! : 1);
-  }
-  return out;
-}
 
 function layerNormRef(x: ArrayLike<number>, n: number, eps: number, w: ArrayLike<number> | null, b: ArrayLike<number> | null): Float64Array {
   const out = new Float64Array(x.length);

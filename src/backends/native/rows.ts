@@ -49,6 +49,16 @@
  *   u·|ref|: 4.8e-7, below rtol 5e-7. The absolute term: the cut-off entries (< 1.7e-38 after
  *   dividing by Z ≥ 1) and three subnormal roundings (e, y, fl32(ref): 2^-150 each) stay below
  *   atol 2^-125 (2.35e-38). Rows up to MAX_SOFTMAX_ROW (the sum term is negligible there).
+ * - rms_norm with float32 scaling (`native.fused_rms_norm.f32x`, rank 5): the sum of squares and
+ *   rs = 1/sqrt(s/n + eps) are the double lanes' (relative error ε ≤ 2.4e-9, as above); then
+ *   rf = fl32(rs), t_j = fl32(rf·w_j) and y_j = fl32(x_j·t_j) in float32 lanes (no conversions:
+ *   W4 is bandwidth-bound again). Where rf and every nonzero t_j are normal (the kernel checks
+ *   each row's rf against a range set from max|w| and min nonzero |w|, and runs the double lanes
+ *   otherwise), each of the three roundings is relative (u = 2^-24), so y = ref·(1 + η) with
+ *   |η| ≤ ε + 3u + O(u²), plus 2^-150 where y is subnormal; against fl32(ref) another u·|ref|
+ *   (and 2^-150): |y − fl32(ref)| ≤ (4u + ε)·|ref| + 2^-149 ≤ 2.41e-7·|ref| + 2^-149: rtol 2.5e-7,
+ *   atol 2^-148. y cannot overflow where ref does not: |x_j|·rs ≤ sqrt(n) (x_j² ≤ s, eps ≥ 0),
+ *   and the kernel takes the float lanes only when sqrt(n)·max|w| ≤ 2^126 and w is finite.
  * The softmax prologue (scale, additive mask, `where` mask: + − · / neg where cast, logical_not
  * of bools; float32 or bool loads) is evaluated in float32, which rounds each op as the exact
  * kernel does (double has more than 2·24 + 2 bits): ref is the softmax in float64 of those
@@ -87,6 +97,11 @@ export const SOFTMAX_X_CONTRACT: Contract = {
 };
 /** Preferred over the double-lane softmax where both apply and the tolerance admits it. */
 const RANK_X = 5;
+/** fused_rms_norm with float32 scaling: rows.ts's docstring derives it (within FLOAT32_TOLERANCE). */
+export const RMS_NORM_X_CONTRACT: Contract = {
+  kind: "bound", atol: SUBNORMAL, rtol: 2.5e-7,
+  source: "src/backends/native/rows.ts (double sum and rsqrt, ε ≤ 2.4e-9; three float32 roundings of normal factors; Higham §4.2 sums)",
+};
 export const LAYER_NORM_CONTRACT: Contract = { kind: "bound", atol: 1e-8, rtol: TWO_ULP, source: SOURCE };
 
 /**
@@ -132,11 +147,19 @@ function softmax(b: NativeBackend, fast: boolean): Implementation {
   };
 }
 
-function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm"): Implementation {
+/**
+ * fused_rms_norm.f32 / fused_layer_norm.f32 (double lanes, one rounding) or, with `fast`,
+ * fused_rms_norm.f32x (the scaling in float32 lanes): the same operands and applications.
+ */
+function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm", fast = false): Implementation {
   const rms = op === "fused_rms_norm";
+  const kernel = `${op}_f32${fast ? "x" : ""}`;
   return {
-    id: `native.${op}.f32`, op, contract: rms ? RMS_NORM_CONTRACT : LAYER_NORM_CONTRACT, rank: RANK,
-    doc: `float32 rows (normalized dims contiguous, weight/bias contiguous), sums and scaling in double, one rounding${rms ? "" : `; rows up to ${MAX_LN_ROW}`}`,
+    id: `native.${op}.f32${fast ? "x" : ""}`, op, contract: fast ? RMS_NORM_X_CONTRACT : rms ? RMS_NORM_CONTRACT : LAYER_NORM_CONTRACT,
+    rank: fast ? RANK_X : RANK,
+    doc: fast
+      ? "float32 rows (normalized dims contiguous, weight contiguous), sum and rsqrt in double, scaling in float32 lanes, rtol 2.5e-7"
+      : `float32 rows (normalized dims contiguous, weight/bias contiguous), sums and scaling in double, one rounding${rms ? "" : `; rows up to ${MAX_LN_ROW}`}`,
     applies: (a) => {
       const at = a.attrs as NormAttrs;
       const x = a.inputs[0]!;
@@ -147,8 +170,8 @@ function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm"): Impl
       const affine = a.inputs.slice(rms ? 3 : 5);
       return affine.every((t) => t.dtype === "float32" && isContiguous(t.shape, t.strides));
     },
-    prepare: (a) => b.instruction(`${op}_f32`, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
-    runner: (a) => b.kernelRunner(`${op}_f32`, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), a.shape, a.dtype),
+    prepare: (a) => b.instruction(kernel, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes)),
+    runner: (a) => b.kernelRunner(kernel, encodeAttrs(a.op, a.attrs, a.inputs, b.lib.opcodes), a.shape, a.dtype),
   };
 }
 
@@ -187,6 +210,7 @@ export function rowImplementations(b: NativeBackend): Implementation[] {
   if (b.lib.opcodes.has("fused_softmax_f32")) out.push(softmax(b, false));
   if (b.lib.opcodes.has("fused_softmax_f32x")) out.push(softmax(b, true));
   if (b.lib.opcodes.has("fused_rms_norm_f32")) out.push(norm(b, "fused_rms_norm"));
+  if (b.lib.opcodes.has("fused_rms_norm_f32x")) out.push(norm(b, "fused_rms_norm", true));
   if (b.lib.opcodes.has("fused_layer_norm_f32")) out.push(norm(b, "fused_layer_norm"));
   if (b.lib.opcodes.has("fused_attention_f32x")) out.push(attention(b));
   return out;
