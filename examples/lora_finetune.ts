@@ -35,6 +35,7 @@ import { get_peft_model } from "../src/lora/peft_model.ts";
 import { load_adapter, save_adapter } from "../src/lora/save_load.ts";
 import { CharTokenizer } from "../src/models/char_tokenizer.ts";
 import { GPT2LMHeadModel } from "../src/models/gpt2.ts";
+import { manual_seed } from "../src/tensor/rng.ts";
 import { set_execution_mode } from "../src/nn/execution.ts";
 import { barrier, DistributedDataParallel, get_rank, get_world_size, init_process_group, is_initialized } from "../src/distributed/index.ts";
 import { compress } from "../src/weights/compress.ts";
@@ -142,6 +143,9 @@ export function finetune(opts: Partial<FinetuneOptions> = {}): FinetuneResult {
     r: o.rank, lora_alpha: o.lora_alpha, lora_dropout: o.lora_dropout, target_modules: ["attn.c_attn", "attn.c_proj"],
     fan_in_fan_out: true, bias: "none", task_type: "CAUSAL_LM", base_model_name_or_path: o.checkpoint,
   });
+  // the fine-tuning's random draws (LoRA's initialization) do not depend on whether this process
+  // pretrained the base model first: the same seed gives the same run either way
+  manual_seed(o.seed);
   const peft = get_peft_model(model, config);
   if (o.verbose && rank === 0) peft.print_trainable_parameters();
   const trainable = model.parameters().filter((p) => p.requires_grad);
