@@ -417,7 +417,11 @@ int k_norm_f32(const loom_instr *I) {
     exact = mw > 0x1p10f || mb > 0x1p20f;
   }
   C.rf_lo = 1, C.rf_hi = 0; /* empty: the double lanes */
+#ifdef __AVX512F__
   C.stream = I->op == OP_fused_rms_norm_f32x && t_numel(x) * 4 >= STREAM_BYTES;
+#else
+  C.stream = 0; /* scale_row_nt would be a scalar loop */
+#endif
   if (I->op == OP_fused_rms_norm_f32x && !exact) {
     /* fl32(rs) normal and finite; every nonzero |t| = fl32(rs)·|w_j| in [2^-126, 2^127] (no
        subnormal factor, no overflow); and |y| = |x_j|·rs·|w_j| <= sqrt(N)·max|w| (x_j² <= s and
