@@ -278,10 +278,10 @@ typedef struct {
   /* fused_rms_norm_f32x: a row whose fl32(rsqrt) lies in [rf_lo, rf_hi] is scaled in float32
      lanes (an empty range, rf_lo > rf_hi, where the call's weight does not admit it) */
   float rf_lo, rf_hi;
-  int stream; /* f32x output of at least STREAM_BYTES: non-temporal stores (scale_row_nt) */
+  int stream; /* f32x output of at least STREAM_BYTES: non-temporal stores (scale_row_f32) */
 } nf_ctx;
 
-/* Outputs from a quarter of a typical last-level cache on are streamed past it (scale_row_nt). */
+/* Outputs from a quarter of a typical last-level cache on are streamed past it (scale_row_f32). */
 #define STREAM_BYTES ((int64_t)8 << 20)
 
 #ifdef __AVX512F__
@@ -289,22 +289,31 @@ typedef struct {
 #endif
 
 /**
- * y[j] = x[j]·(rf·w[j]) (w NULL: x[j]·rf) for j < n, the f32x scaling, with non-temporal stores
- * where the CPU has AVX-512: the output of a large norm then does not evict its input from the
- * last-level cache, nor is it read before being written (W4 [4096, 1024]: x stays in L3 across
- * calls). The same two float products as the plain loop, so the same bits. The caller fences.
+ * y[j] = x[j]·(rf·w[j]) (w NULL: x[j]·rf) for j < n: fused_rms_norm_f32x's scaling in float32
+ * lanes. With `stream` (and AVX-512), the aligned part is written with non-temporal stores: the
+ * output of a large norm then does not evict its input from the last-level cache, nor is it read
+ * before being written (W4 [4096, 1024]: x stays in L3 across calls); the caller fences. The same
+ * two float products either way, so the same bits.
  */
-static void scale_row_nt(const float *x, const float *w, float rf, float *y, int64_t n) {
+static void scale_row_f32(const float *x, const float *w, float rf, float *y, int64_t n, int stream) {
   int64_t j = 0;
 #ifdef __AVX512F__
-  while (j < n && ((uintptr_t)(y + j) & 63) != 0) { y[j] = w ? x[j] * (rf * w[j]) : x[j] * rf; j++; }
-  const __m512 r = _mm512_set1_ps(rf);
-  if (w)
-    for (; j + 16 <= n; j += 16) _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), _mm512_mul_ps(r, _mm512_loadu_ps(w + j))));
-  else
-    for (; j + 16 <= n; j += 16) _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), r));
+  if (stream) {
+    for (; j < n && ((uintptr_t)(y + j) & 63) != 0; j++) y[j] = w ? x[j] * (rf * w[j]) : x[j] * rf;
+    const __m512 r = _mm512_set1_ps(rf);
+    if (w)
+      for (; j + 16 <= n; j += 16) _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), _mm512_mul_ps(r, _mm512_loadu_ps(w + j))));
+    else
+      for (; j + 16 <= n; j += 16) _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), r));
+  }
 #endif
-  for (; j < n; j++) y[j] = w ? x[j] * (rf * w[j]) : x[j] * rf;
+  if (w) {
+#pragma omp simd
+    for (int64_t k = j; k < n; k++) y[k] = x[k] * (rf * w[k]);
+  } else {
+#pragma omp simd
+    for (int64_t k = j; k < n; k++) y[k] = x[k] * rf;
+  }
 }
 
 static void nf_rows(void *vc, int64_t r0, int64_t r1) {
@@ -327,17 +336,7 @@ static void nf_rows(void *vc, int64_t r0, int64_t r1) {
          RMS_NORM_X_CONTRACT */
       float rf = (float)rs;
       if (rf >= C->rf_lo && rf <= C->rf_hi) {
-        if (C->stream) {
-          scale_row_nt(x, w, rf, y, N);
-          continue;
-        }
-        if (w) {
-#pragma omp simd
-          for (int64_t j = 0; j < N; j++) y[j] = x[j] * (rf * w[j]);
-        } else {
-#pragma omp simd
-          for (int64_t j = 0; j < N; j++) y[j] = x[j] * rf;
-        }
+        scale_row_f32(x, w, rf, y, N, C->stream);
         continue;
       }
       if (w) {
@@ -417,11 +416,7 @@ int k_norm_f32(const loom_instr *I) {
     exact = mw > 0x1p10f || mb > 0x1p20f;
   }
   C.rf_lo = 1, C.rf_hi = 0; /* empty: the double lanes */
-#ifdef __AVX512F__
   C.stream = I->op == OP_fused_rms_norm_f32x && t_numel(x) * 4 >= STREAM_BYTES;
-#else
-  C.stream = 0; /* scale_row_nt would be a scalar loop */
-#endif
   if (I->op == OP_fused_rms_norm_f32x && !exact) {
     /* fl32(rs) normal and finite; every nonzero |t| = fl32(rs)·|w_j| in [2^-126, 2^127] (no
        subnormal factor, no overflow); and |y| = |x_j|·rs·|w_j| <= sqrt(N)·max|w| (x_j² <= s and

@@ -110,8 +110,9 @@ export class LazyTensor extends TensorOps<LazyTensor> {
    * softmax of a buffer (a source node: an eager tensor's `.lazy()`, a parameter) recorded as ONE
    * fused_softmax node where no gradient is recorded: the node the pattern pass makes of the
    * decomposition over a leaf (eager_fused.ts leafSoftmaxAttrs, as the eager path's), so the plan
-   * and its bits are the same, and a small lazy softmax records and fingerprints 1 node instead of 6. Any other input keeps the decomposition,
-   * which the pattern pass matches with its producers (a scale or mask prologue, attention).
+   * and its bits are the same, and a small lazy softmax records and fingerprints 1 node instead
+   * of 6. Any other input keeps the decomposition, which the pattern pass matches with its
+   * producers (a scale or mask prologue, attention).
    */
   protected override _fusedSoftmax(dim: number): LazyTensor | null {
     const n = this.node, d = n.realized;

@@ -72,6 +72,13 @@ export function rmsRef(x: ArrayLike<number>, n: number, eps: number, w: ArrayLik
   return out;
 }
 
+/** Realize the lazy result of `f`: its values, after checking that its plan ran implementation `impl` (`op:id`). */
+export function runWith(f: () => loom.LazyTensor, impl: string): Float64Array {
+  const y = f();
+  expect(impls(y)).toContain(impl);
+  return y.eval().dataSync();
+}
+
 /** The implementation ids of a lazy result's plan, as `op:impl`. */
 export function impls(y: loom.LazyTensor): string[] {
   return y.plan().instructions.map((i) => `${i.op.name}:${i.impl}`);

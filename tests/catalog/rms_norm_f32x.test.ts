@@ -13,7 +13,7 @@ import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { RMS_NORM_CONTRACT, RMS_NORM_X_CONTRACT } from "../../src/backends/native/rows.ts";
 import { NATIVE } from "../native/helpers.ts";
-import { expectWithinContract as within, impls, rmsRef, t, useNative, values } from "./helpers.ts";
+import { expectWithinContract as within, impls, rmsRef, runWith, t, useNative, values } from "./helpers.ts";
 
 type L = any;
 const f32 = Math.fround;
@@ -26,13 +26,9 @@ describe.skipIf(!NATIVE)("native.fused_rms_norm.f32x (float32 scaling)", () => {
   useNative();
 
   /** Realize `f` lazily: the values, and checks the plan ran `impl`. */
-  function run(f: () => L, impl = IMPL): Float32Array {
-    const y = f();
-    expect(impls(y)).toContain(impl);
-    return y.eval().dataSync() as Float32Array;
-  }
+  const run = (f: () => L, impl = IMPL) => runWith(f, impl);
   /** rms_norm of x [r, n] (w [n] or none) with `eps`, lazily, by `impl` (F32 under TIGHT). */
-  function rms(x: Float32Array, r: number, n: number, w: Float32Array | null, eps: number, impl = IMPL): Float32Array {
+  function rms(x: Float32Array, r: number, n: number, w: Float32Array | null, eps: number, impl = IMPL): Float64Array {
     const f = () => loom.rms_norm(t(x, [r, n]).lazy(), [n], w ? t(w, [n]).lazy() : null, eps) as L;
     if (impl === IMPL) return run(f, impl);
     return loom.with_compiler_options(TIGHT, () => run(f, impl));

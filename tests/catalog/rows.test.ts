@@ -12,7 +12,7 @@ import { describe, expect, test } from "bun:test";
 import * as loom from "../../src/index.ts";
 import { LAYER_NORM_CONTRACT, RMS_NORM_CONTRACT, SOFTMAX_CONTRACT } from "../../src/backends/native/rows.ts";
 import { NATIVE } from "../native/helpers.ts";
-import { expectWithinContract as within, impls, rmsRef, softmaxRef, t, useNative, values } from "./helpers.ts";
+import { expectWithinContract as within, impls, rmsRef, runWith, softmaxRef, t, useNative, values } from "./helpers.ts";
 
 type L = any;
 const f32 = Math.fround;
@@ -43,12 +43,7 @@ const TIGHT = { tolerance: { atol: 1e-5, rtol: 2.4e-7 } };
 describe.skipIf(!NATIVE)("native float32 row kernels (rows.ts)", () => {
   useNative(TIGHT);
 
-  /** Realize `f` lazily: the values, and checks the plan ran `impl`. */
-  function run(f: () => L, impl: string): Float32Array {
-    const y = f();
-    expect(impls(y)).toContain(impl);
-    return y.eval().dataSync() as Float32Array;
-  }
+  const run = runWith;
 
   describe("fused_softmax", () => {
     const IMPL = "fused_softmax:native.fused_softmax.f32";

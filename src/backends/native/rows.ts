@@ -147,19 +147,28 @@ function softmax(b: NativeBackend, fast: boolean): Implementation {
   };
 }
 
-/**
- * fused_rms_norm.f32 / fused_layer_norm.f32 (double lanes, one rounding) or, with `fast`,
- * fused_rms_norm.f32x (the scaling in float32 lanes): the same operands and applications.
- */
-function norm(b: NativeBackend, op: "fused_rms_norm" | "fused_layer_norm", fast = false): Implementation {
+/** The norm implementations: the registry op, the shim kernel, contract, rank and doc of each. */
+const NORMS = {
+  "native.fused_rms_norm.f32": {
+    op: "fused_rms_norm", kernel: "fused_rms_norm_f32", contract: RMS_NORM_CONTRACT, rank: RANK,
+    doc: "float32 rows (normalized dims contiguous, weight contiguous), sum and scaling in double, one rounding",
+  },
+  "native.fused_rms_norm.f32x": {
+    op: "fused_rms_norm", kernel: "fused_rms_norm_f32x", contract: RMS_NORM_X_CONTRACT, rank: RANK_X,
+    doc: "float32 rows (normalized dims contiguous, weight contiguous), sum and rsqrt in double, scaling in float32 lanes, rtol 2.5e-7",
+  },
+  "native.fused_layer_norm.f32": {
+    op: "fused_layer_norm", kernel: "fused_layer_norm_f32", contract: LAYER_NORM_CONTRACT, rank: RANK,
+    doc: `float32 rows (normalized dims contiguous, weight/bias contiguous), sums and scaling in double, one rounding; rows up to ${MAX_LN_ROW}`,
+  },
+} as const;
+
+/** A norm implementation of NORMS: the same operands and applications for each. */
+function norm(b: NativeBackend, id: keyof typeof NORMS): Implementation {
+  const { op, kernel, contract, rank, doc } = NORMS[id];
   const rms = op === "fused_rms_norm";
-  const kernel = `${op}_f32${fast ? "x" : ""}`;
   return {
-    id: `native.${op}.f32${fast ? "x" : ""}`, op, contract: fast ? RMS_NORM_X_CONTRACT : rms ? RMS_NORM_CONTRACT : LAYER_NORM_CONTRACT,
-    rank: fast ? RANK_X : RANK,
-    doc: fast
-      ? "float32 rows (normalized dims contiguous, weight contiguous), sum and rsqrt in double, scaling in float32 lanes, rtol 2.5e-7"
-      : `float32 rows (normalized dims contiguous, weight/bias contiguous), sums and scaling in double, one rounding${rms ? "" : `; rows up to ${MAX_LN_ROW}`}`,
+    id, op, contract, rank, doc,
     applies: (a) => {
       const at = a.attrs as NormAttrs;
       const x = a.inputs[0]!;
@@ -209,9 +218,7 @@ export function rowImplementations(b: NativeBackend): Implementation[] {
   const out: Implementation[] = [];
   if (b.lib.opcodes.has("fused_softmax_f32")) out.push(softmax(b, false));
   if (b.lib.opcodes.has("fused_softmax_f32x")) out.push(softmax(b, true));
-  if (b.lib.opcodes.has("fused_rms_norm_f32")) out.push(norm(b, "fused_rms_norm"));
-  if (b.lib.opcodes.has("fused_rms_norm_f32x")) out.push(norm(b, "fused_rms_norm", true));
-  if (b.lib.opcodes.has("fused_layer_norm_f32")) out.push(norm(b, "fused_layer_norm"));
+  for (const id of Object.keys(NORMS) as (keyof typeof NORMS)[]) if (b.lib.opcodes.has(NORMS[id].kernel)) out.push(norm(b, id));
   if (b.lib.opcodes.has("fused_attention_f32x")) out.push(attention(b));
   return out;
 }
