@@ -170,7 +170,7 @@ void *loom_blas_symbol(const char *name) {
 GEMM_FALLBACK(gemm_builtin_f32, float)
 GEMM_FALLBACK(gemm_builtin_f64, double)
 
-#ifdef __AVX512F__
+#ifdef LOOM_OWN_SGEMM
 #include <immintrin.h>
 /*
  * y[j] = Σ_k x[k·incx]·B[k·ldb + j], j < N: the one-row product a·B of decoding (float32, B
@@ -181,8 +181,9 @@ GEMM_FALLBACK(gemm_builtin_f64, double)
  * tiles over all k (8 to 24 vectors wide, with and without prefetch) took 2.7-3.6 ms, and
  * accumulating four rows at a time into a stack buffer 2.7 ms. Each y[j] is the fused
  * multiply-add chain over k in order 0..K-1, so the result does not depend on how the pool
- * splits the columns.
+ * splits the columns (and AVX-512 and AVX2 give the same bits).
  */
+#ifdef __AVX512F__
 static void sgemv_rows_f32(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {
   int64_t full = N & ~(int64_t)15;
   __mmask16 tail = (__mmask16)((1u << (N - full)) - 1u);
@@ -196,6 +197,22 @@ static void sgemv_rows_f32(int64_t K, int64_t N, const float *x, int64_t incx, c
     if (tail) _mm512_mask_storeu_ps(y + full, tail, _mm512_fmadd_ps(xk, _mm512_maskz_loadu_ps(tail, r + full), _mm512_maskz_loadu_ps(tail, y + full)));
   }
 }
+#else
+static void sgemv_rows_f32(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {
+  int64_t full = N & ~(int64_t)7;
+  int nt = (int)(N - full);
+  __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(nt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 x0 = _mm256_set1_ps(x[0]);
+  for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(y + j, _mm256_mul_ps(x0, _mm256_loadu_ps(B + j)));
+  if (nt) _mm256_maskstore_ps(y + full, tail, _mm256_mul_ps(x0, _mm256_maskload_ps(B + full, tail)));
+  for (int64_t k = 1; k < K; k++) {
+    const float *r = B + k * ldb;
+    __m256 xk = _mm256_set1_ps(x[k * incx]);
+    for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(y + j, _mm256_fmadd_ps(xk, _mm256_loadu_ps(r + j), _mm256_loadu_ps(y + j)));
+    if (nt) _mm256_maskstore_ps(y + full, tail, _mm256_fmadd_ps(xk, _mm256_maskload_ps(r + full, tail), _mm256_maskload_ps(y + full, tail)));
+  }
+}
+#endif
 
 /** Whether the environment variable `var` leaves Loom's own kernel on (anything but "blas"). */
 static int use_own(const char *var) {
@@ -212,7 +229,7 @@ static int use_own_sgemm(void) { return use_own("LOOM_SGEMM"); }
 #endif
 
 int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {
-#ifdef __AVX512F__
+#ifdef LOOM_OWN_SGEMM
   if (!use_own_sgemv()) return 0;
   if (K > 0) sgemv_rows_f32(K, N, x, incx, B, ldb, y);
   return 1;
@@ -242,7 +259,7 @@ int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const fl
 void loom_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-#ifdef __AVX512F__
+#ifdef LOOM_OWN_SGEMM
   if (M == 1 && !tb && K > 0 && alpha == 1.0f && beta == 0.0f && use_own_sgemv()) {
     sgemv_rows_f32(K, N, A, ta ? lda : 1, B, ldb, C);
     return;

@@ -113,11 +113,11 @@ void loom_set_error(const char *fmt, ...);
  * A per-thread, grow-only, 64-byte aligned scratch buffer (never freed while the thread lives:
  * kernels reuse it instead of calling malloc). Slots 0..3 are for kernel bodies (outside
  * parallel regions; SCR_K3 belongs to prog_run, SCR_K2 and SCR_K4 to reductions), SCR_T*
- * for code running inside parallel tasks (T0/T1: program registers and positions), SCR_GEMM for
- * sgemm.c's packed panels alone (its callers hold T* slots across the call).
+ * for code running inside parallel tasks (T0/T1: program registers and positions), SCR_GEMM and
+ * SCR_GEMM_A for sgemm.c's packed panels of B and A alone (its callers hold T* slots across the call).
  */
 void *loom_scratch(int slot, size_t bytes);
-enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T2, SCR_T3, SCR_T4, SCR_T5, SCR_T6, SCR_T7, SCR_GEMM, SCR_NSLOTS };
+enum { SCR_K0 = 0, SCR_K1, SCR_K2, SCR_K3, SCR_K4, SCR_K5, SCR_T0, SCR_T1, SCR_T2, SCR_T3, SCR_T4, SCR_T5, SCR_T6, SCR_T7, SCR_GEMM, SCR_GEMM_A, SCR_NSLOTS };
 
 /* ---- the op table ----------------------------------------------------------------------------
  * Opcodes come from the op registry: ops.gen.h is generated from src/graph/registry.ts at build
@@ -294,16 +294,20 @@ void loom_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K, floa
                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 void loom_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
                    const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+/* Loom's own float32 GEMM and one-row GEMV (sgemm.c, blas.c): AVX-512, or AVX2 with FMA. */
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define LOOM_OWN_SGEMM 1
+#endif
 /**
  * y[0..N) = x·B for one float32 row x (stride incx) and B row-major [K, N] (ldb), streamed row
- * after row (blas.c); returns 0 when unavailable (no AVX-512, or LOOM_GEMV=blas) and writes nothing
+ * after row (blas.c); returns 0 when unavailable (no LOOM_OWN_SGEMM, or LOOM_GEMV=blas) and writes nothing
  * (K = 0: only asks whether it is available).
  */
 int loom_sgemv_rows(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y);
 /**
  * C = op(A)·op(B), float32, row-major, op the transpose when ta / tb (sgemm.c): C[i][j] is
  * fl(A[i][0]·B[0][j]) followed by the fma chain over k = 1..K-1, whatever M, N, the transposes
- * and the blocking (the one-row gemv's chain). Returns 0 without AVX-512 (use BLAS then).
+ * and the blocking (the one-row gemv's chain). Returns 0 without AVX-512 or AVX2 + FMA (use BLAS then).
  */
 int loom_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                float *C, int64_t ldc);

@@ -1,5 +1,6 @@
 /*
- * Loom's own float32 GEMM for row-major C = op(A)·op(B), op = identity or transpose, AVX-512.
+ * Loom's own float32 GEMM for row-major C = op(A)·op(B), op = identity or transpose: AVX-512, and
+ * AVX2 with FMA (the second half of this file) where the CPU has no AVX-512.
  *
  * Why: on the dev machine (Zen 4, AVX-512 on 256-bit units) OpenBLAS 0.3.21's SkylakeX sgemm
  * reaches 84-100 GFLOP/s per core on the products of the W-workloads (bench/roofline.c: the
@@ -194,10 +195,234 @@ int loom_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, 
   }
   return 1;
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/*
+ * The AVX2 + FMA kernel (Zen 3, Haswell and later without AVX-512): the same chain per element as
+ * the AVX-512 kernel above, so both give the same bits and CPUs of either kind agree. The tile is
+ * 6×16: 12 ymm accumulators, two B vectors and a broadcast fill 15 of the 16 registers (an 8-row
+ * tile would spill); per k, 12 fmas for 8 loads.
+ *
+ * Blocking (GotoBLAS's, Goto & van de Geijn, ACM TOMS 34(3), 2008): for each block of NC columns
+ * and KC k's, B's block is packed once into 16-column panels (kc·64 bytes, walked by every tile);
+ * for each MCB rows, A's block is packed into 6-row tiles (each tile one contiguous stream); the
+ * next tile's C rows are prefetched. Measured on one Zen 3 thread against OpenBLAS 0.3.21's
+ * Haswell sgemm (session 13, C harness): 512³ 0.95-1.00x its time, 1024³ 1.07-1.12x, W5's x·Wᵀ
+ * and W7's x·Wᵀ, dy·W, xᵀ·dy 0.98-1.14x, W7's attention scores 0.84x; 64×4096×4096 1.2-1.26x (B's
+ * 64 MiB come from memory while nothing else runs: packing is not overlapped with the tiles).
+ * KC 512 over 256: fewer reloads of C (1024³ 1.17 -> 1.07x); unpacked A (broadcasts from six rows
+ * lda apart, which share L1 sets when lda is a multiple of 1 KiB): 1024³ 1.3x.
+ */
+#define MR 6
+#define NR 16
+#define KC 512
+#define NC 512 /* B's packed block: KC·NC floats, 1 MiB */
+#define MCB 240 /* A's packed block: MCB·KC floats, 480 KiB (a multiple of MR) */
+
+/** The first n of 8 lanes set (n clamped to [0, 8]), as vmaskmov's mask. */
+static inline __m256i lanes8(int64_t n) {
+  int m = n < 0 ? 0 : n > 8 ? 8 : (int)n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/**
+ * C[0..mr)[0..16) for k in [0, kc), as the AVX-512 tile: A's element (i, k) at A[i·ars + k·aks], B
+ * panel rows at ldb. full: all 16 columns (plain loads and stores), else the masks m0/m1 of the
+ * two 8-column halves. first: start the chain (else continue it from C's stored values).
+ */
+static inline __attribute__((always_inline)) void tile(int mr, int full, int64_t kc, const float *A, int64_t ars,
+                                                       int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc,
+                                                       __m256i m0, __m256i m1, int first) {
+#define LD(p, m) (full ? _mm256_loadu_ps(p) : _mm256_maskload_ps((p), (m)))
+  __m256 c0[MR], c1[MR];
+  int64_t k = 0;
+  if (first) { /* the rounded product starts the chain (a mul, as the gemv: −0 stays −0) */
+    __m256 w0 = _mm256_loadu_ps(B), w1 = _mm256_loadu_ps(B + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+      __m256 a = _mm256_broadcast_ss(A + i * ars);
+      c0[i] = _mm256_mul_ps(a, w0);
+      c1[i] = _mm256_mul_ps(a, w1);
+    }
+    k = 1;
+  } else {
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+      c0[i] = LD(C + i * ldc, m0);
+      c1[i] = LD(C + i * ldc + 8, m1);
+    }
+  }
+  for (; k < kc; k++) {
+    __m256 w0 = _mm256_loadu_ps(B + k * ldb), w1 = _mm256_loadu_ps(B + k * ldb + 8);
+    const float *Ak = A + k * aks;
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+      __m256 a = _mm256_broadcast_ss(Ak + i * ars);
+      c0[i] = _mm256_fmadd_ps(a, w0, c0[i]);
+      c1[i] = _mm256_fmadd_ps(a, w1, c1[i]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < mr; i++) {
+    if (full) {
+      _mm256_storeu_ps(C + i * ldc, c0[i]);
+      _mm256_storeu_ps(C + i * ldc + 8, c1[i]);
+    } else {
+      _mm256_maskstore_ps(C + i * ldc, m0, c0[i]);
+      _mm256_maskstore_ps(C + i * ldc + 8, m1, c1[i]);
+    }
+  }
+#undef LD
+}
+
+/** tile() on a packed A tile (ars 1, aks MR) with mr and full compile-time constants (no spills). */
+static void tile_rows(int full, int mr, int64_t kc, const float *Ap, const float *B, float *C, int64_t ldc, __m256i m0,
+                      __m256i m1, int first) {
+#define ROWS(r)                                                                   \
+  case r:                                                                         \
+    if (full) tile(r, 1, kc, Ap, 1, MR, B, NR, C, ldc, m0, m1, first);           \
+    else tile(r, 0, kc, Ap, 1, MR, B, NR, C, ldc, m0, m1, first);                \
+    break;
+  switch (mr) {
+    ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+    default: break;
+  }
+#undef ROWS
+}
+
+/** In-register transpose of an 8×8 block: r[i] holds row i on entry, column i on return. */
+static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; i++) { /* s[4i+q]: column q | column q+4 of rows 4i..4i+3 */
+    s[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int q = 0; q < 4; q++) {
+    r[q] = _mm256_permute2f128_ps(s[q], s[4 + q], 0x20);
+    r[q + 4] = _mm256_permute2f128_ps(s[q], s[4 + q], 0x31);
+  }
+}
+
+/**
+ * panel[k][c] = B[k][c] for k < kc, c < nr (zeros past nr) where B is given transposed: Bt[c][k]
+ * at Bt + c·ldb + k. 8×8 blocks through registers, the k tail with masked loads; one 8-column
+ * half of the panel at a time along k (8 row streams for the prefetchers, as the AVX-512 kernel).
+ */
+static void pack_transposed(int64_t kc, int64_t nr, const float *Bt, int64_t ldb, float *panel) {
+  for (int h = 0; h < 2; h++) {
+    for (int64_t k = 0; k < kc; k += 8) {
+      int64_t kn = kc - k < 8 ? kc - k : 8;
+      __m256i km = lanes8(kn);
+      __m256 r[8];
+      for (int c = 0; c < 8; c++) {
+        int64_t col = h * 8 + c;
+        r[c] = col >= nr ? _mm256_setzero_ps()
+               : kn == 8 ? _mm256_loadu_ps(Bt + col * ldb + k)
+                         : _mm256_maskload_ps(Bt + col * ldb + k, km);
+      }
+      transpose8(r);
+      for (int64_t q = 0; q < kn; q++) _mm256_storeu_ps(panel + (k + q) * NR + h * 8, r[q]);
+    }
+  }
+}
+
+/**
+ * B's block of kc rows and nc columns as panels Bp[p][k][16] (zeros past nc): from Bt[c][k] (tb,
+ * 8×8 transposes) or from B's rows, each row's nc columns read in one sequential run (a 16-column
+ * panel at a time reads one line from each of kc rows).
+ */
+static void pack_b(int tb, int64_t kc, int64_t nc, const float *B, int64_t ldb, float *Bp) {
+  if (tb) {
+    for (int64_t j = 0; j < nc; j += NR) pack_transposed(kc, nc - j < NR ? nc - j : NR, B + j * ldb, ldb, Bp + j * kc);
+    return;
+  }
+  int64_t full = nc & ~(int64_t)(NR - 1);
+  __m256i m0 = lanes8(nc - full), m1 = lanes8(nc - full - 8);
+  for (int64_t k = 0; k < kc; k++) {
+    const float *r = B + k * ldb;
+    for (int64_t j = 0; j < full; j += NR) {
+      float *d = Bp + j * kc + k * NR;
+      _mm256_storeu_ps(d, _mm256_loadu_ps(r + j));
+      _mm256_storeu_ps(d + 8, _mm256_loadu_ps(r + j + 8));
+    }
+    if (full < nc) {
+      float *d = Bp + full * kc + k * NR;
+      _mm256_storeu_ps(d, _mm256_maskload_ps(r + full, m0));
+      _mm256_storeu_ps(d + 8, _mm256_maskload_ps(r + full + 8, m1));
+    }
+  }
+}
+
+/**
+ * Ap[t][k][i] = A's element (row i0 + 6t + i, column k0 + k) for k < kc, i < 6 (zeros past the
+ * last row): each 6-row tile's A as one contiguous stream.
+ */
+static void pack_a(int ta, int64_t mc, int64_t kc, const float *A, int64_t lda, float *Ap) {
+  for (int64_t t = 0; t * MR < mc; t++) {
+    int64_t mr = mc - t * MR < MR ? mc - t * MR : MR;
+    float *d = Ap + t * kc * MR;
+    if (ta) { /* element (i, k) at A[i + k·lda]: the tile's rows are contiguous */
+      for (int64_t k = 0; k < kc; k++) {
+        const float *s = A + t * MR + k * lda;
+        for (int64_t i = 0; i < MR; i++) d[k * MR + i] = i < mr ? s[i] : 0.0f;
+      }
+    } else {
+      for (int64_t i = 0; i < MR; i++) {
+        const float *s = A + (t * MR + i) * lda;
+        if (i < mr) for (int64_t k = 0; k < kc; k++) d[k * MR + i] = s[k];
+        else for (int64_t k = 0; k < kc; k++) d[k * MR + i] = 0.0f;
+      }
+    }
+  }
+}
+
+int loom_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+               float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return 1;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
+    return 1;
+  }
+  float *Bp = loom_scratch(SCR_GEMM, sizeof(float) * KC * NC);
+  float *Ap = loom_scratch(SCR_GEMM_A, sizeof(float) * MCB * KC);
+  for (int64_t j0 = 0; j0 < N; j0 += NC) {
+    int64_t nc = N - j0 < NC ? N - j0 : NC;
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+      int64_t kc = K - k0 < KC ? K - k0 : KC;
+      pack_b(tb, kc, nc, tb ? B + j0 * ldb + k0 : B + k0 * ldb + j0, ldb, Bp);
+      for (int64_t i0 = 0; i0 < M; i0 += MCB) {
+        int64_t mc = M - i0 < MCB ? M - i0 : MCB;
+        pack_a(ta, mc, kc, ta ? A + k0 * lda + i0 : A + i0 * lda + k0, lda, Ap);
+        for (int64_t j = 0; j < nc; j += NR) {
+          int64_t nr = nc - j < NR ? nc - j : NR;
+          __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
+          float *Cj = C + i0 * ldc + j0 + j;
+          for (int64_t i = 0; i < mc; i += MR) {
+            int mr = (int)(mc - i < MR ? mc - i : MR);
+            /* the next tile's C rows, fetched while this tile runs (k0 > 0 reloads them; a store
+               to a line not in cache stalls the tile's end): W7's x·Wᵀ 1.2-1.4x -> ~1.0x OpenBLAS */
+            for (int64_t q = i + MR; q < i + 2 * MR && q < mc; q++) {
+              __builtin_prefetch(Cj + q * ldc, 1, 3);
+              __builtin_prefetch(Cj + q * ldc + 15, 1, 3);
+            }
+            tile_rows(nr == NR, mr, kc, Ap + i * kc, Bp + j * kc, Cj + i * ldc, ldc, m0, m1, k0 == 0);
+          }
+        }
+      }
+    }
+  }
+  return 1;
+}
 #else
 int loom_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                float *C, int64_t ldc) {
   (void)ta; (void)tb; (void)M; (void)N; (void)K; (void)A; (void)lda; (void)B; (void)ldb; (void)C; (void)ldc;
-  return 0; /* no AVX-512: the caller uses BLAS */
+  return 0; /* neither AVX-512 nor AVX2 with FMA: the caller uses BLAS */
 }
 #endif

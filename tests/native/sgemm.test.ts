@@ -1,9 +1,11 @@
 /**
  * Loom's own float32 GEMM for C = op(A)·op(B) (native/kernels/sgemm.c): every element must be the
  * chain c = fl(a₀·b₀), c = fma(aₖ, bₖ, c) for k = 1..K-1, bit for bit, whatever the shape takes
- * from the kernel: row tails (M % 8), masked column tails (N % 32), k blocks (K > 512, partial
- * sums stored and reloaded), packed panels (rows of B 4 KiB apart with 128 rows or more, or
- * 8 KiB apart), transposed operands (B transposed into its panels 16×16 at a time). The
+ * from the kernel (AVX-512 or AVX2, whichever this CPU runs): row tails (M % 8, M % 6), masked
+ * column tails (N % 32, N % 16), k blocks (K > 512, partial sums stored and reloaded), packed
+ * panels (AVX-512: rows of B 4 KiB apart with 128 rows or more, or 8 KiB apart; AVX2: always, in
+ * blocks of 512 columns, and A in blocks of 240 rows), transposed operands (B transposed into its
+ * panels 16×16 or 8×8 at a time). The
  * reference is that chain computed here with an exact fmaf (below), so a kernel that reorders,
  * splits or skips a step fails. Also: a product cut into column blocks
  * (of 16 columns or more, as the pool's chunks) gives the columns of the whole product (narrower
@@ -66,6 +68,7 @@ describe.skipIf(!NATIVE)("sgemm: C = A·B in float32, the fma chain per element"
     ["packed panels, 4 KiB rows and 130 rows", 130, 1030, 40],
     ["packed panels, 8 KiB rows, two k blocks", 20, 2100, 530],
     ["W5's shape, unpacked", 64, 1024, 96],
+    ["rows in three A blocks (AVX2), column tails", 500, 45, 24],
   ];
   for (const [name, M, N, K] of shapes) {
     test(`${name}: [${M}, ${K}]·[${K}, ${N}] equals the chain bit for bit, eager and lazy`, () => {
