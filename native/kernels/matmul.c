@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "common.h"
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -420,6 +420,33 @@ static void lorafast_rows(void *vc, int64_t r0, int64_t r1) {
         _mm256_storeu_ps(y + j + 8, _mm512_cvtpd_ps(a1));
         _mm256_storeu_ps(y + j + 16, _mm512_cvtpd_ps(a2));
         _mm256_storeu_ps(y + j + 24, _mm512_cvtpd_ps(a3));
+      }
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    /* the same four chains per column group, 4 double lanes each (16 columns at a time) */
+    if (!C->bias || bst == 1) {
+      for (; j + 16 <= N; j += 16) {
+        __m256d a0 = _mm256_cvtps_pd(_mm_loadu_ps(y + j)), a1 = _mm256_cvtps_pd(_mm_loadu_ps(y + j + 4));
+        __m256d a2 = _mm256_cvtps_pd(_mm_loadu_ps(y + j + 8)), a3 = _mm256_cvtps_pd(_mm_loadu_ps(y + j + 12));
+        if (C->bias) {
+          const float *b = C->bias + j;
+          a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(b)));
+          a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(b + 4)));
+          a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(b + 8)));
+          a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(b + 12)));
+        }
+        for (int64_t t = 0; t < r; t++) {
+          const double *bs = Bs + t * N + j;
+          const __m256d ht = _mm256_set1_pd((double)h[t]);
+          a0 = _mm256_fmadd_pd(ht, _mm256_loadu_pd(bs), a0);
+          a1 = _mm256_fmadd_pd(ht, _mm256_loadu_pd(bs + 4), a1);
+          a2 = _mm256_fmadd_pd(ht, _mm256_loadu_pd(bs + 8), a2);
+          a3 = _mm256_fmadd_pd(ht, _mm256_loadu_pd(bs + 12), a3);
+        }
+        _mm_storeu_ps(y + j, _mm256_cvtpd_ps(a0));
+        _mm_storeu_ps(y + j + 4, _mm256_cvtpd_ps(a1));
+        _mm_storeu_ps(y + j + 8, _mm256_cvtpd_ps(a2));
+        _mm_storeu_ps(y + j + 12, _mm256_cvtpd_ps(a3));
       }
     }
 #endif
