@@ -382,9 +382,31 @@ static inline float lorafast_one(float y, const float *b, const float *h, const 
   return (float)a;
 }
 
+/* lorafast_rows's double vectors: LF_W lanes (8 with AVX-512, 4 with AVX2), the same operations
+ * in the same order for either width, so both give the same bits */
+#ifdef __AVX512F__
+#define LF_W 8
+typedef __m512d lf_vd;
+#define lf_load_ps(p) _mm512_cvtps_pd(_mm256_loadu_ps(p))
+#define lf_store_ps(p, v) _mm256_storeu_ps((p), _mm512_cvtpd_ps(v))
+#define lf_load_pd _mm512_loadu_pd
+#define lf_set1 _mm512_set1_pd
+#define lf_add _mm512_add_pd
+#define lf_fma _mm512_fmadd_pd
+#elif defined(__AVX2__) && defined(__FMA__)
+#define LF_W 4
+typedef __m256d lf_vd;
+#define lf_load_ps(p) _mm256_cvtps_pd(_mm_loadu_ps(p))
+#define lf_store_ps(p, v) _mm_storeu_ps((p), _mm256_cvtpd_ps(v))
+#define lf_load_pd _mm256_loadu_pd
+#define lf_set1 _mm256_set1_pd
+#define lf_add _mm256_add_pd
+#define lf_fma _mm256_fmadd_pd
+#endif
+
 /**
  * out[i, j] = fl32(Y[i, j] + b[j] + Σ_t H[i, t]·Bs[t, j]) in double, rows r0..r1. The sum over t
- * stays in registers, four vectors of 8 columns at a time (independent chains hide the FMA
+ * stays in registers, four vectors of LF_W columns at a time (independent chains hide the FMA
  * latency). A row of accumulators in memory updated once per t, as the compiler vectorizes the
  * plain loops, took 1.4 ms on a [2048, 1152] output; the outer-vectorized plain loop 6 ms.
  */
@@ -396,57 +418,23 @@ static void lorafast_rows(void *vc, int64_t r0, int64_t r1) {
     float *y = C->out + i * N;
     const float *h = C->H + i * r;
     int64_t j = 0;
-#ifdef __AVX512F__
+#ifdef LF_W
     if (!C->bias || bst == 1) {
-      for (; j + 32 <= N; j += 32) {
-        __m512d a0 = _mm512_cvtps_pd(_mm256_loadu_ps(y + j)), a1 = _mm512_cvtps_pd(_mm256_loadu_ps(y + j + 8));
-        __m512d a2 = _mm512_cvtps_pd(_mm256_loadu_ps(y + j + 16)), a3 = _mm512_cvtps_pd(_mm256_loadu_ps(y + j + 24));
-        if (C->bias) {
-          const float *b = C->bias + j;
-          a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(b)));
-          a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(b + 8)));
-          a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(b + 16)));
-          a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(b + 24)));
+      for (; j + 4 * LF_W <= N; j += 4 * LF_W) {
+        lf_vd a[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+          a[q] = lf_load_ps(y + j + q * LF_W);
+          if (C->bias) a[q] = lf_add(a[q], lf_load_ps(C->bias + j + q * LF_W));
         }
         for (int64_t t = 0; t < r; t++) {
           const double *bs = Bs + t * N + j;
-          const __m512d ht = _mm512_set1_pd((double)h[t]);
-          a0 = _mm512_fmadd_pd(ht, _mm512_loadu_pd(bs), a0);
-          a1 = _mm512_fmadd_pd(ht, _mm512_loadu_pd(bs + 8), a1);
-          a2 = _mm512_fmadd_pd(ht, _mm512_loadu_pd(bs + 16), a2);
-          a3 = _mm512_fmadd_pd(ht, _mm512_loadu_pd(bs + 24), a3);
+          const lf_vd ht = lf_set1((double)h[t]);
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; q++) a[q] = lf_fma(ht, lf_load_pd(bs + q * LF_W), a[q]);
         }
-        _mm256_storeu_ps(y + j, _mm512_cvtpd_ps(a0));
-        _mm256_storeu_ps(y + j + 8, _mm512_cvtpd_ps(a1));
-        _mm256_storeu_ps(y + j + 16, _mm512_cvtpd_ps(a2));
-        _mm256_storeu_ps(y + j + 24, _mm512_cvtpd_ps(a3));
-      }
-    }
-#elif defined(__AVX2__) && defined(__FMA__)
-    /* the same four chains per column group, 4 double lanes each (16 columns at a time) */
-    if (!C->bias || bst == 1) {
-      for (; j + 16 <= N; j += 16) {
-        __m256d a0 = _mm256_cvtps_pd(_mm_loadu_ps(y + j)), a1 = _mm256_cvtps_pd(_mm_loadu_ps(y + j + 4));
-        __m256d a2 = _mm256_cvtps_pd(_mm_loadu_ps(y + j + 8)), a3 = _mm256_cvtps_pd(_mm_loadu_ps(y + j + 12));
-        if (C->bias) {
-          const float *b = C->bias + j;
-          a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(b)));
-          a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(b + 4)));
-          a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(b + 8)));
-          a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(b + 12)));
-        }
-        for (int64_t t = 0; t < r; t++) {
-          const double *bs = Bs + t * N + j;
-          const __m256d ht = _mm256_set1_pd((double)h[t]);
-          a0 = _mm256_fmadd_pd(ht, _mm256_loadu_pd(bs), a0);
-          a1 = _mm256_fmadd_pd(ht, _mm256_loadu_pd(bs + 4), a1);
-          a2 = _mm256_fmadd_pd(ht, _mm256_loadu_pd(bs + 8), a2);
-          a3 = _mm256_fmadd_pd(ht, _mm256_loadu_pd(bs + 12), a3);
-        }
-        _mm_storeu_ps(y + j, _mm256_cvtpd_ps(a0));
-        _mm_storeu_ps(y + j + 4, _mm256_cvtpd_ps(a1));
-        _mm_storeu_ps(y + j + 8, _mm256_cvtpd_ps(a2));
-        _mm_storeu_ps(y + j + 12, _mm256_cvtpd_ps(a3));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) lf_store_ps(y + j + q * LF_W, a[q]);
       }
     }
 #endif
