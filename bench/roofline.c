@@ -1,14 +1,14 @@
 /*
  * The machine's two roofs, for the targets' feasibility (bench/native_results.md, "roofs"):
- * - float32 FMA peak: 12 independent AVX-512 fmadd chains per thread (latency 4, two FMA pipes:
- *   enough to fill them), on 1 and 2 threads, in GFLOP/s (2 FLOP per lane);
+ * - float32 FMA peak: 12 independent fmadd chains per thread (AVX-512, else AVX2; latency 4, two
+ *   FMA pipes: enough to fill them), on 1 and 2 threads, in GFLOP/s (2 FLOP per lane);
  * - memory: y = 2·x over 16 MiB (read 16 MiB, write 16 MiB: the compulsory traffic of W3's
  *   softmax and W4's RMSNorm) and y = x·a + b over 4M floats (48 MiB read, 16 MiB written: W2's),
  *   best of 15, on 1 and 2 threads, in GB/s of that compulsory traffic.
  *
  *   gcc -O2 -march=native bench/roofline.c -o /tmp/roofline -lpthread && /tmp/roofline
  *
- * Needs AVX-512F (the dev machine's AMD EPYC, Zen 4). The threads are created per measurement,
+ * Needs AVX-512F (Zen 4, the Xeons) or AVX2 with FMA (Zen 3). The threads are created per measurement,
  * so the memory figures include one thread start (about 50 µs), as a pool's wake-up would.
  */
 #include <immintrin.h>
@@ -26,17 +26,34 @@ static double now(void) {
 volatile float vb = 1.0000001f, vc = 1e-9f; /* volatile: the compiler cannot fold the chains */
 float sink[16];
 
+/* the widest float vector this CPU has: 16 lanes with AVX-512, else 8 (AVX2 + FMA) */
+#ifdef __AVX512F__
+#define LANES 16
+typedef __m512 vf;
+#define vset1 _mm512_set1_ps
+#define vfma _mm512_fmadd_ps
+#define vadd _mm512_add_ps
+#define vstore _mm512_storeu_ps
+#else
+#define LANES 8
+typedef __m256 vf;
+#define vset1 _mm256_set1_ps
+#define vfma _mm256_fmadd_ps
+#define vadd _mm256_add_ps
+#define vstore _mm256_storeu_ps
+#endif
+
 static void *fma_chains(void *p) {
   long n = (long)p;
-  __m512 b = _mm512_set1_ps(vb), c = _mm512_set1_ps(vc), a[12];
-  for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps(vc * (float)(i + 1)); /* distinct: no CSE */
+  vf b = vset1(vb), c = vset1(vc), a[12];
+  for (int i = 0; i < 12; i++) a[i] = vset1(vc * (float)(i + 1)); /* distinct: no CSE */
   for (long it = 0; it < n; it++) {
 #pragma GCC unroll 12
-    for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], b, c);
+    for (int i = 0; i < 12; i++) a[i] = vfma(a[i], b, c);
   }
-  __m512 s = a[0];
-  for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
-  _mm512_storeu_ps(sink, s); /* read by main: the chains are live */
+  vf s = a[0];
+  for (int i = 1; i < 12; i++) s = vadd(s, a[i]);
+  vstore(sink, s); /* read by main: the chains are live */
   return NULL;
 }
 
@@ -65,7 +82,7 @@ int main(void) {
   for (int T = 1; T <= 2; T++) {
     void *args[2] = {(void *)n, (void *)n};
     double dt = on_threads(T, fma_chains, args);
-    printf("fma peak, %d thread%s: %.1f GFLOP/s (%g)\n", T, T > 1 ? "s" : "", T * (double)n * 12 * 16 * 2 / dt / 1e9, sink[0]);
+    printf("fma peak, %d thread%s: %.1f GFLOP/s (%g)\n", T, T > 1 ? "s" : "", T * (double)n * 12 * LANES * 2 / dt / 1e9, sink[0]);
   }
   x = aligned_alloc(64, N * 4); a = aligned_alloc(64, N * 4); b = aligned_alloc(64, N * 4); y = aligned_alloc(64, N * 4);
   for (long i = 0; i < N; i++) { x[i] = (float)i; a[i] = 1; b[i] = 2; y[i] = 0; } /* pages touched: no faults timed */
