@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "vec.h"
 
 enum { RowMajor = 101, NoTrans = 111, Trans = 112 };
 typedef void (*sgemm_t)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
@@ -171,7 +172,6 @@ GEMM_FALLBACK(gemm_builtin_f32, float)
 GEMM_FALLBACK(gemm_builtin_f64, double)
 
 #ifdef LOOM_OWN_SGEMM
-#include <immintrin.h>
 /*
  * y[j] = Σ_k x[k·incx]·B[k·ldb + j], j < N: the one-row product a·B of decoding (float32, B
  * row-major [K, N], alpha 1, beta 0). OpenBLAS 0.3.21's sgemv_t walks B in column tiles (a
@@ -183,36 +183,20 @@ GEMM_FALLBACK(gemm_builtin_f64, double)
  * multiply-add chain over k in order 0..K-1, so the result does not depend on how the pool
  * splits the columns (and AVX-512 and AVX2 give the same bits).
  */
-#ifdef __AVX512F__
 static void sgemv_rows_f32(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {
-  int64_t full = N & ~(int64_t)15;
-  __mmask16 tail = (__mmask16)((1u << (N - full)) - 1u);
-  __m512 x0 = _mm512_set1_ps(x[0]);
-  for (int64_t j = 0; j < full; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(x0, _mm512_loadu_ps(B + j)));
-  if (tail) _mm512_mask_storeu_ps(y + full, tail, _mm512_mul_ps(x0, _mm512_maskz_loadu_ps(tail, B + full)));
-  for (int64_t k = 1; k < K; k++) {
-    const float *r = B + k * ldb;
-    __m512 xk = _mm512_set1_ps(x[k * incx]);
-    for (int64_t j = 0; j < full; j += 16) _mm512_storeu_ps(y + j, _mm512_fmadd_ps(xk, _mm512_loadu_ps(r + j), _mm512_loadu_ps(y + j)));
-    if (tail) _mm512_mask_storeu_ps(y + full, tail, _mm512_fmadd_ps(xk, _mm512_maskz_loadu_ps(tail, r + full), _mm512_maskz_loadu_ps(tail, y + full)));
-  }
-}
-#else
-static void sgemv_rows_f32(int64_t K, int64_t N, const float *x, int64_t incx, const float *B, int64_t ldb, float *y) {
-  int64_t full = N & ~(int64_t)7;
+  int64_t full = N - N % VEC_W;
   int nt = (int)(N - full);
-  __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(nt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256 x0 = _mm256_set1_ps(x[0]);
-  for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(y + j, _mm256_mul_ps(x0, _mm256_loadu_ps(B + j)));
-  if (nt) _mm256_maskstore_ps(y + full, tail, _mm256_mul_ps(x0, _mm256_maskload_ps(B + full, tail)));
+  vf_mask tail = vf_first(nt);
+  vf x0 = vf_set1(x[0]);
+  for (int64_t j = 0; j < full; j += VEC_W) vf_storeu(y + j, vf_mul(x0, vf_loadu(B + j)));
+  if (nt) vf_maskstore(y + full, tail, vf_mul(x0, vf_maskload(tail, B + full)));
   for (int64_t k = 1; k < K; k++) {
     const float *r = B + k * ldb;
-    __m256 xk = _mm256_set1_ps(x[k * incx]);
-    for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(y + j, _mm256_fmadd_ps(xk, _mm256_loadu_ps(r + j), _mm256_loadu_ps(y + j)));
-    if (nt) _mm256_maskstore_ps(y + full, tail, _mm256_fmadd_ps(xk, _mm256_maskload_ps(r + full, tail), _mm256_maskload_ps(y + full, tail)));
+    vf xk = vf_set1(x[k * incx]);
+    for (int64_t j = 0; j < full; j += VEC_W) vf_storeu(y + j, vf_fma(xk, vf_loadu(r + j), vf_loadu(y + j)));
+    if (nt) vf_maskstore(y + full, tail, vf_fma(xk, vf_maskload(tail, r + full), vf_maskload(tail, y + full)));
   }
 }
-#endif
 
 /** Whether the environment variable `var` leaves Loom's own kernel on (anything but "blas"). */
 static int use_own(const char *var) {

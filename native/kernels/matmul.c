@@ -13,9 +13,7 @@
 #include <stdlib.h>
 
 #include "common.h"
-#if defined(__AVX512F__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
+#include "vec.h"
 
 /** A matrix operand as BLAS sees it. */
 typedef struct {
@@ -382,31 +380,9 @@ static inline float lorafast_one(float y, const float *b, const float *h, const 
   return (float)a;
 }
 
-/* lorafast_rows's double vectors: LF_W lanes (8 with AVX-512, 4 with AVX2), the same operations
- * in the same order for either width, so both give the same bits */
-#ifdef __AVX512F__
-#define LF_W 8
-typedef __m512d lf_vd;
-#define lf_load_ps(p) _mm512_cvtps_pd(_mm256_loadu_ps(p))
-#define lf_store_ps(p, v) _mm256_storeu_ps((p), _mm512_cvtpd_ps(v))
-#define lf_load_pd _mm512_loadu_pd
-#define lf_set1 _mm512_set1_pd
-#define lf_add _mm512_add_pd
-#define lf_fma _mm512_fmadd_pd
-#elif defined(__AVX2__) && defined(__FMA__)
-#define LF_W 4
-typedef __m256d lf_vd;
-#define lf_load_ps(p) _mm256_cvtps_pd(_mm_loadu_ps(p))
-#define lf_store_ps(p, v) _mm_storeu_ps((p), _mm256_cvtpd_ps(v))
-#define lf_load_pd _mm256_loadu_pd
-#define lf_set1 _mm256_set1_pd
-#define lf_add _mm256_add_pd
-#define lf_fma _mm256_fmadd_pd
-#endif
-
 /**
  * out[i, j] = fl32(Y[i, j] + b[j] + Σ_t H[i, t]·Bs[t, j]) in double, rows r0..r1. The sum over t
- * stays in registers, four vectors of LF_W columns at a time (independent chains hide the FMA
+ * stays in registers, four vectors of VD_W columns at a time (independent chains hide the FMA
  * latency). A row of accumulators in memory updated once per t, as the compiler vectorizes the
  * plain loops, took 1.4 ms on a [2048, 1152] output; the outer-vectorized plain loop 6 ms.
  */
@@ -418,23 +394,23 @@ static void lorafast_rows(void *vc, int64_t r0, int64_t r1) {
     float *y = C->out + i * N;
     const float *h = C->H + i * r;
     int64_t j = 0;
-#ifdef LF_W
+#ifdef VD_W /* VD_W-lane double vectors: the same operations at either width (vec.h), the same bits */
     if (!C->bias || bst == 1) {
-      for (; j + 4 * LF_W <= N; j += 4 * LF_W) {
-        lf_vd a[4];
+      for (; j + 4 * VD_W <= N; j += 4 * VD_W) {
+        vd a[4];
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-          a[q] = lf_load_ps(y + j + q * LF_W);
-          if (C->bias) a[q] = lf_add(a[q], lf_load_ps(C->bias + j + q * LF_W));
+          a[q] = vd_load_ps(y + j + q * VD_W);
+          if (C->bias) a[q] = vd_add(a[q], vd_load_ps(C->bias + j + q * VD_W));
         }
         for (int64_t t = 0; t < r; t++) {
           const double *bs = Bs + t * N + j;
-          const lf_vd ht = lf_set1((double)h[t]);
+          const vd ht = vd_set1((double)h[t]);
 #pragma GCC unroll 4
-          for (int q = 0; q < 4; q++) a[q] = lf_fma(ht, lf_load_pd(bs + q * LF_W), a[q]);
+          for (int q = 0; q < 4; q++) a[q] = vd_fma(ht, vd_loadu(bs + q * VD_W), a[q]);
         }
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) lf_store_ps(y + j + q * LF_W, a[q]);
+        for (int q = 0; q < 4; q++) vd_store_ps(y + j + q * VD_W, a[q]);
       }
     }
 #endif

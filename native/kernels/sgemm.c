@@ -196,7 +196,7 @@ int loom_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, 
   return 1;
 }
 #elif defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "vec.h" /* vf_first: the lane masks */
 /*
  * The AVX2 + FMA kernel (Zen 3, Haswell and later without AVX-512): the same chain per element as
  * the AVX-512 kernel above, so both give the same bits and CPUs of either kind agree. The tile is
@@ -219,20 +219,14 @@ int loom_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, 
 #define NC 512 /* B's packed block: KC·NC floats, 1 MiB */
 #define MCB 240 /* A's packed block: MCB·KC floats, 480 KiB (a multiple of MR) */
 
-/** The first n of 8 lanes set (n clamped to [0, 8]), as vmaskmov's mask. */
-static inline __m256i lanes8(int64_t n) {
-  int m = n < 0 ? 0 : n > 8 ? 8 : (int)n;
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /**
- * C[0..mr)[0..16) for k in [0, kc), as the AVX-512 tile: A's element (i, k) at A[i·ars + k·aks], B
- * panel rows at ldb. full: all 16 columns (plain loads and stores), else the masks m0/m1 of the
- * two 8-column halves. first: start the chain (else continue it from C's stored values).
+ * C[0..mr)[0..16) for k in [0, kc), from a packed A tile (A[k·MR + i]) and a packed B panel
+ * (B[k·NR + c], zeros past the last column), as the AVX-512 tile. full: all 16 columns of C
+ * (plain loads and stores), else the masks m0/m1 of its two 8-column halves. first: start the
+ * chain (else continue it from C's stored values).
  */
-static inline __attribute__((always_inline)) void tile(int mr, int full, int64_t kc, const float *A, int64_t ars,
-                                                       int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc,
-                                                       __m256i m0, __m256i m1, int first) {
+static inline __attribute__((always_inline)) void tile(int mr, int full, int64_t kc, const float *A, const float *B, float *C,
+                                                       int64_t ldc, __m256i m0, __m256i m1, int first) {
 #define LD(p, m) (full ? _mm256_loadu_ps(p) : _mm256_maskload_ps((p), (m)))
   __m256 c0[MR], c1[MR];
   int64_t k = 0;
@@ -240,7 +234,7 @@ static inline __attribute__((always_inline)) void tile(int mr, int full, int64_t
     __m256 w0 = _mm256_loadu_ps(B), w1 = _mm256_loadu_ps(B + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < mr; i++) {
-      __m256 a = _mm256_broadcast_ss(A + i * ars);
+      __m256 a = _mm256_broadcast_ss(A + i);
       c0[i] = _mm256_mul_ps(a, w0);
       c1[i] = _mm256_mul_ps(a, w1);
     }
@@ -253,11 +247,11 @@ static inline __attribute__((always_inline)) void tile(int mr, int full, int64_t
     }
   }
   for (; k < kc; k++) {
-    __m256 w0 = _mm256_loadu_ps(B + k * ldb), w1 = _mm256_loadu_ps(B + k * ldb + 8);
-    const float *Ak = A + k * aks;
+    __m256 w0 = _mm256_loadu_ps(B + k * NR), w1 = _mm256_loadu_ps(B + k * NR + 8);
+    const float *Ak = A + k * MR;
 #pragma GCC unroll 6
     for (int i = 0; i < mr; i++) {
-      __m256 a = _mm256_broadcast_ss(Ak + i * ars);
+      __m256 a = _mm256_broadcast_ss(Ak + i);
       c0[i] = _mm256_fmadd_ps(a, w0, c0[i]);
       c1[i] = _mm256_fmadd_ps(a, w1, c1[i]);
     }
@@ -275,13 +269,13 @@ static inline __attribute__((always_inline)) void tile(int mr, int full, int64_t
 #undef LD
 }
 
-/** tile() on a packed A tile (ars 1, aks MR) with mr and full compile-time constants (no spills). */
-static void tile_rows(int full, int mr, int64_t kc, const float *Ap, const float *B, float *C, int64_t ldc, __m256i m0,
+/** tile() with mr and full compile-time constants (the row loops unrolled, no spills). */
+static void tile_rows(int full, int mr, int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, __m256i m0,
                       __m256i m1, int first) {
-#define ROWS(r)                                                                   \
-  case r:                                                                         \
-    if (full) tile(r, 1, kc, Ap, 1, MR, B, NR, C, ldc, m0, m1, first);           \
-    else tile(r, 0, kc, Ap, 1, MR, B, NR, C, ldc, m0, m1, first);                \
+#define ROWS(r)                                                  \
+  case r:                                                        \
+    if (full) tile(r, 1, kc, Ap, Bp, C, ldc, m0, m1, first);     \
+    else tile(r, 0, kc, Ap, Bp, C, ldc, m0, m1, first);          \
     break;
   switch (mr) {
     ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
@@ -318,7 +312,7 @@ static void pack_transposed(int64_t kc, int64_t nr, const float *Bt, int64_t ldb
   for (int h = 0; h < 2; h++) {
     for (int64_t k = 0; k < kc; k += 8) {
       int64_t kn = kc - k < 8 ? kc - k : 8;
-      __m256i km = lanes8(kn);
+      __m256i km = vf_first(kn);
       __m256 r[8];
       for (int c = 0; c < 8; c++) {
         int64_t col = h * 8 + c;
@@ -343,7 +337,7 @@ static void pack_b(int tb, int64_t kc, int64_t nc, const float *B, int64_t ldb, 
     return;
   }
   int64_t full = nc & ~(int64_t)(NR - 1);
-  __m256i m0 = lanes8(nc - full), m1 = lanes8(nc - full - 8);
+  __m256i m0 = vf_first(nc - full), m1 = vf_first(nc - full - 8);
   for (int64_t k = 0; k < kc; k++) {
     const float *r = B + k * ldb;
     for (int64_t j = 0; j < full; j += NR) {
@@ -401,7 +395,7 @@ int loom_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, 
         pack_a(ta, mc, kc, ta ? A + k0 * lda + i0 : A + i0 * lda + k0, lda, Ap);
         for (int64_t j = 0; j < nc; j += NR) {
           int64_t nr = nc - j < NR ? nc - j : NR;
-          __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
+          __m256i m0 = vf_first(nr), m1 = vf_first(nr - 8);
           float *Cj = C + i0 * ldc + j0 + j;
           for (int64_t i = 0; i < mc; i += MR) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
