@@ -11,7 +11,7 @@
  * Needs AVX-512F (Zen 4, the Xeons) or AVX2 with FMA (Zen 3). The threads are created per measurement,
  * so the memory figures include one thread start (about 50 µs), as a pool's wake-up would.
  */
-#include <immintrin.h>
+#include "../native/kernels/vec.h" /* vf: the widest float vector (AVX-512 or AVX2) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,34 +26,17 @@ static double now(void) {
 volatile float vb = 1.0000001f, vc = 1e-9f; /* volatile: the compiler cannot fold the chains */
 float sink[16];
 
-/* the widest float vector this CPU has: 16 lanes with AVX-512, else 8 (AVX2 + FMA) */
-#ifdef __AVX512F__
-#define LANES 16
-typedef __m512 vf;
-#define vset1 _mm512_set1_ps
-#define vfma _mm512_fmadd_ps
-#define vadd _mm512_add_ps
-#define vstore _mm512_storeu_ps
-#else
-#define LANES 8
-typedef __m256 vf;
-#define vset1 _mm256_set1_ps
-#define vfma _mm256_fmadd_ps
-#define vadd _mm256_add_ps
-#define vstore _mm256_storeu_ps
-#endif
-
 static void *fma_chains(void *p) {
   long n = (long)p;
-  vf b = vset1(vb), c = vset1(vc), a[12];
-  for (int i = 0; i < 12; i++) a[i] = vset1(vc * (float)(i + 1)); /* distinct: no CSE */
+  vf b = vf_set1(vb), c = vf_set1(vc), a[12];
+  for (int i = 0; i < 12; i++) a[i] = vf_set1(vc * (float)(i + 1)); /* distinct: no CSE */
   for (long it = 0; it < n; it++) {
 #pragma GCC unroll 12
-    for (int i = 0; i < 12; i++) a[i] = vfma(a[i], b, c);
+    for (int i = 0; i < 12; i++) a[i] = vf_fma(a[i], b, c);
   }
   vf s = a[0];
-  for (int i = 1; i < 12; i++) s = vadd(s, a[i]);
-  vstore(sink, s); /* read by main: the chains are live */
+  for (int i = 1; i < 12; i++) s = vf_add(s, a[i]);
+  vf_storeu(sink, s); /* read by main: the chains are live */
   return NULL;
 }
 
@@ -82,7 +65,7 @@ int main(void) {
   for (int T = 1; T <= 2; T++) {
     void *args[2] = {(void *)n, (void *)n};
     double dt = on_threads(T, fma_chains, args);
-    printf("fma peak, %d thread%s: %.1f GFLOP/s (%g)\n", T, T > 1 ? "s" : "", T * (double)n * 12 * LANES * 2 / dt / 1e9, sink[0]);
+    printf("fma peak, %d thread%s: %.1f GFLOP/s (%g)\n", T, T > 1 ? "s" : "", T * (double)n * 12 * VEC_W * 2 / dt / 1e9, sink[0]);
   }
   x = aligned_alloc(64, N * 4); a = aligned_alloc(64, N * 4); b = aligned_alloc(64, N * 4); y = aligned_alloc(64, N * 4);
   for (long i = 0; i < N; i++) { x[i] = (float)i; a[i] = 1; b[i] = 2; y[i] = 0; } /* pages touched: no faults timed */

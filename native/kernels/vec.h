@@ -24,6 +24,7 @@ typedef __mmask16 vf_mask;
 #define vf_storeu _mm512_storeu_ps
 #define vf_set1 _mm512_set1_ps
 #define vf_mul _mm512_mul_ps
+#define vf_add _mm512_add_ps
 #define vf_fma _mm512_fmadd_ps
 /** The first n lanes, 0 <= n <= 16. */
 static inline vf_mask vf_first(int64_t n) { return (vf_mask)((1u << n) - 1u); }
@@ -46,6 +47,7 @@ typedef __m256i vf_mask;
 #define vf_storeu _mm256_storeu_ps
 #define vf_set1 _mm256_set1_ps
 #define vf_mul _mm256_mul_ps
+#define vf_add _mm256_add_ps
 #define vf_fma _mm256_fmadd_ps
 /** The first n lanes (n clamped to [0, 8]). */
 static inline vf_mask vf_first(int64_t n) {
